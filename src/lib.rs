@@ -1,0 +1,62 @@
+//! slidewin: exact sliding-window rate limiting as a native Redis/Valkey
+//! module. See README.md for the command reference.
+//!
+//! Layout:
+//! - `args`: argument parsing (pure);
+//! - `window`: the window decision over an abstract log (pure);
+//! - `member`: member ids for log entries (pure);
+//! - `clock`: the server clock;
+//! - `zset`: the safe wrapper over the low-level sorted-set key API;
+//! - `zset_log`: the sorted-set log and the replication of its effects;
+//! - `commands`: thin command wrappers;
+//! - `command_info`: COMMAND INFO / DOCS metadata;
+//! - this file: the one registration table.
+
+pub mod args;
+pub mod clock;
+pub mod command_info;
+pub mod commands;
+pub mod member;
+pub mod window;
+pub mod zset;
+pub mod zset_log;
+
+use redis_module::{redis_module, Context, RedisString, Status};
+
+// The Redis allocator only exists inside a server; unit tests run as a plain
+// process and use the system allocator instead.
+#[cfg(not(test))]
+type ModuleAlloc = redis_module::alloc::RedisAlloc;
+#[cfg(not(test))]
+const MODULE_ALLOC: ModuleAlloc = redis_module::alloc::RedisAlloc;
+#[cfg(test)]
+type ModuleAlloc = std::alloc::System;
+#[cfg(test)]
+const MODULE_ALLOC: ModuleAlloc = std::alloc::System;
+
+/// Adds COMMAND INFO / DOCS metadata once the commands exist.
+fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    for doc in [&command_info::CHECK] {
+        if let Err(e) = command_info::set_command_info(ctx, doc) {
+            ctx.log_warning(&format!(
+                "slidewin: no command info for {}: {e}",
+                doc.name.to_string_lossy()
+            ));
+        }
+    }
+    Status::Ok
+}
+
+redis_module! {
+    name: "slidewin",
+    version: 1,
+    allocator: (ModuleAlloc, MODULE_ALLOC),
+    data_types: [],
+    init: init,
+    commands: [
+        // name, handler, flags, first key, last key, key step,
+        // mandatory ACL categories (none: Redis 7.0 has no API for them),
+        // optional ACL categories (set where the server supports them).
+        ["slidewin.check", commands::check, "write deny-oom", 1, 1, 1, "", "write sortedset"],
+    ],
+}

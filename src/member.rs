@@ -1,0 +1,88 @@
+//! Member names for log entries.
+//!
+//! A member is the decimal form of a non-negative 63-bit integer:
+//! `now_ms << SEQ_BITS | sequence`. Integer-like members are stored by the
+//! server as integers inside the compact listpack encoding, so an entry costs
+//! a few bytes instead of the ~50 of the seed script's `<ms>-<uuid>` members.
+//! They never collide with the script's members (those contain a `-` after
+//! digits and are not integers), and they rarely collide with each other: the
+//! sequence counts every member this server generates, so two entries share
+//! an id only after 2^20 members within one millisecond, or after the clock
+//! steps back. Collisions are still handled: the caller adds with NX and, if
+//! the id is taken, moves on to [`next`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Bits of the per-process sequence inside a member id.
+pub const SEQ_BITS: u32 = 20;
+const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
+/// The largest millisecond timestamp that fits (year 2248).
+pub const MAX_MS: i64 = i64::MAX >> SEQ_BITS;
+
+static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+
+/// Builds the member id for an entry scored `now_ms`, with sequence `seq`.
+/// Timestamps outside `0..=MAX_MS` are clamped, so the id is always a
+/// non-negative `i64`.
+pub fn member_id(now_ms: i64, seq: u64) -> i64 {
+    let ms = now_ms.clamp(0, MAX_MS);
+    // `ms <= MAX_MS` so the shift stays within 63 bits; the sequence is
+    // masked into the freed low bits.
+    let low = (seq & SEQ_MASK) as i64;
+    (ms << SEQ_BITS) | low
+}
+
+/// The id to try after `id` was found taken: the next integer, wrapping to 0
+/// instead of overflowing.
+pub fn next(id: i64) -> i64 {
+    id.checked_add(1).unwrap_or(0)
+}
+
+/// A fresh member id for an entry scored `now_ms`.
+pub fn fresh(now_ms: i64) -> i64 {
+    member_id(now_ms, SEQUENCE.fetch_add(1, Ordering::Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn ids_are_time_then_sequence() {
+        assert_eq!(member_id(0, 0), 0);
+        assert_eq!(member_id(1, 0), 1 << SEQ_BITS);
+        assert_eq!(member_id(1, 5), (1 << SEQ_BITS) + 5);
+        // The sequence wraps inside its bits.
+        assert_eq!(member_id(1, (1 << SEQ_BITS) + 2), (1 << SEQ_BITS) + 2);
+        assert_eq!(member_id(-7, 3), 3);
+        assert_eq!(member_id(i64::MAX, u64::MAX), i64::MAX);
+        assert_eq!(next(i64::MAX), 0);
+        assert_eq!(next(41), 42);
+    }
+
+    #[test]
+    fn a_current_timestamp_gives_a_short_integer() {
+        // 2026-11-30 in ms: the member has 19 digits or fewer.
+        let id = member_id(1_795_996_800_000, 12_345);
+        assert!(id > 0);
+        assert!(id.to_string().len() <= 19);
+    }
+
+    #[test]
+    fn fresh_ids_at_one_instant_are_distinct() {
+        let ids: std::collections::HashSet<i64> = (0..10_000).map(|_| fresh(1_000)).collect();
+        assert_eq!(ids.len(), 10_000);
+    }
+
+    proptest! {
+        #[test]
+        fn ids_are_non_negative_and_ordered_by_time(a in any::<i64>(), b in any::<i64>(), s in any::<u64>(), t in any::<u64>()) {
+            let (ia, ib) = (member_id(a, s), member_id(b, t));
+            prop_assert!(ia >= 0 && ib >= 0);
+            if a.clamp(0, MAX_MS) < b.clamp(0, MAX_MS) {
+                prop_assert!(ia < ib);
+            }
+        }
+    }
+}

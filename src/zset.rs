@@ -1,0 +1,306 @@
+//! A small safe wrapper around the low-level sorted-set key API.
+//!
+//! The `redis-module` crate does not wrap sorted sets, so this module owns
+//! every raw call slidewin makes on keys: opening and closing a key, reading
+//! its type and length, score-range iteration, adding, removing and setting
+//! an absolute expiry. Resources are released by `Drop` (RAII): a [`Key`]
+//! closes its handle, a [`Range`] stops its iterator, a [`ModuleString`]
+//! frees its string. Every function pointer is checked for null before use
+//! and reported as an error instead of unwrapped.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::os::raw::c_int;
+use std::ptr::NonNull;
+
+use redis_module::{raw, Context, RedisError, RedisString};
+
+/// Looks up a module API function pointer, turning a null one into an error.
+macro_rules! api {
+    ($name:ident) => {
+        // SAFETY: the API pointers are written once by `RedisModule_Init` while
+        // the module loads, before any command can run, and only read after;
+        // commands run on the server's main thread. Copying the `Option<fn>`
+        // out of the static creates no reference to it.
+        match unsafe { raw::$name } {
+            Some(f) => Ok(f),
+            None => Err(StoreError::MissingApi(stringify!($name))),
+        }
+    };
+}
+pub(crate) use api;
+
+/// Errors from the key layer, each with the reply a client should see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreError {
+    /// The key holds something other than a sorted set.
+    WrongType,
+    /// The server does not export a function slidewin needs.
+    MissingApi(&'static str),
+    /// The server refused an operation it should have accepted.
+    Failed(&'static str),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            // The server's own text (REDISMODULE_ERRORMSG_WRONGTYPE).
+            StoreError::WrongType => {
+                f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value")
+            }
+            StoreError::MissingApi(name) => write!(f, "ERR this server does not provide {name}"),
+            StoreError::Failed(what) => write!(f, "ERR {what} failed"),
+        }
+    }
+}
+
+impl From<StoreError> for RedisError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::WrongType => RedisError::WrongType,
+            other => RedisError::String(other.to_string()),
+        }
+    }
+}
+
+fn ok_status(status: c_int, what: &'static str) -> Result<(), StoreError> {
+    if status == raw::REDISMODULE_OK as c_int {
+        Ok(())
+    } else {
+        Err(StoreError::Failed(what))
+    }
+}
+
+/// A module string this code created and must free.
+pub struct ModuleString {
+    ctx: *mut raw::RedisModuleCtx,
+    ptr: NonNull<raw::RedisModuleString>,
+}
+
+impl ModuleString {
+    /// The decimal string of `v`, as the server would print it.
+    pub fn from_i64(ctx: &Context, v: i64) -> Result<Self, StoreError> {
+        let create = api!(RedisModule_CreateStringFromLongLong)?;
+        // SAFETY: `ctx.ctx` is the live context of the running command.
+        let ptr = unsafe { create(ctx.ctx, v) };
+        NonNull::new(ptr)
+            .map(|ptr| ModuleString { ctx: ctx.ctx, ptr })
+            .ok_or(StoreError::Failed("creating a string"))
+    }
+
+    fn as_ptr(&self) -> *mut raw::RedisModuleString {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for ModuleString {
+    fn drop(&mut self) {
+        if let Ok(free) = api!(RedisModule_FreeString) {
+            // SAFETY: we own exactly one reference to this string, taken when
+            // it was created or handed to us by the iterator; it is freed once.
+            unsafe { free(self.ctx, self.ptr.as_ptr()) }
+        }
+    }
+}
+
+/// What a key holds, as far as slidewin cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    Empty,
+    Zset,
+    Other,
+}
+
+/// An open key handle, closed on drop. Borrowing the context for `'c` keeps
+/// the handle from outliving the command that opened it.
+pub struct Key<'c> {
+    ptr: NonNull<raw::RedisModuleKey>,
+    _ctx: PhantomData<&'c Context>,
+}
+
+/// A score interval for range iteration.
+#[derive(Debug, Clone, Copy)]
+pub struct ScoreRange {
+    pub min: f64,
+    pub max: f64,
+    pub min_exclusive: bool,
+    pub max_exclusive: bool,
+}
+
+impl ScoreRange {
+    /// `[-inf, max]`: everything scored at or below `max`.
+    pub fn at_most(max: f64) -> Self {
+        ScoreRange {
+            min: f64::NEG_INFINITY,
+            max,
+            min_exclusive: false,
+            max_exclusive: false,
+        }
+    }
+
+    /// `(min, +inf]`: everything scored strictly above `min`.
+    pub fn above(min: f64) -> Self {
+        ScoreRange {
+            min,
+            max: f64::INFINITY,
+            min_exclusive: true,
+            max_exclusive: false,
+        }
+    }
+}
+
+impl<'c> Key<'c> {
+    /// Opens `name` for reading and writing.
+    pub fn open_write(ctx: &'c Context, name: &RedisString) -> Result<Self, StoreError> {
+        let open = api!(RedisModule_OpenKey)?;
+        let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
+        // SAFETY: `ctx.ctx` is the live command context and `name.inner` a
+        // valid string owned by the command's argv for the whole call.
+        let ptr = unsafe { open(ctx.ctx, name.inner, mode) };
+        NonNull::new(ptr.cast::<raw::RedisModuleKey>())
+            .map(|ptr| Key {
+                ptr,
+                _ctx: PhantomData,
+            })
+            .ok_or(StoreError::Failed("opening the key"))
+    }
+
+    fn raw(&self) -> *mut raw::RedisModuleKey {
+        self.ptr.as_ptr()
+    }
+
+    /// The type of the value, or `Empty` when the key does not exist.
+    pub fn kind(&self) -> Result<KeyKind, StoreError> {
+        let key_type = api!(RedisModule_KeyType)?;
+        // SAFETY: the handle is open until `self` drops.
+        let t = unsafe { key_type(self.raw()) } as isize;
+        Ok(match t {
+            raw::REDISMODULE_KEYTYPE_EMPTY => KeyKind::Empty,
+            raw::REDISMODULE_KEYTYPE_ZSET => KeyKind::Zset,
+            _ => KeyKind::Other,
+        })
+    }
+
+    /// The number of members (0 for a missing key).
+    pub fn cardinality(&self) -> Result<u64, StoreError> {
+        let value_length = api!(RedisModule_ValueLength)?;
+        // SAFETY: the handle is open until `self` drops.
+        let n = unsafe { value_length(self.raw()) };
+        Ok(n as u64)
+    }
+
+    /// Starts iterating the members scored within `range`, lowest first.
+    /// The iterator stops when the returned [`Range`] drops.
+    pub fn range_first(&mut self, range: ScoreRange) -> Result<Range<'_, 'c>, StoreError> {
+        let first = api!(RedisModule_ZsetFirstInScoreRange)?;
+        // SAFETY: the handle is open; the server validates the interval and
+        // the key type and returns an error status for a non-zset.
+        let status = unsafe {
+            first(
+                self.raw(),
+                range.min,
+                range.max,
+                c_int::from(range.min_exclusive),
+                c_int::from(range.max_exclusive),
+            )
+        };
+        ok_status(status, "starting a score range")?;
+        Ok(Range { key: self })
+    }
+
+    /// Starts iterating the members scored within `range`, highest first.
+    pub fn range_last(&mut self, range: ScoreRange) -> Result<Range<'_, 'c>, StoreError> {
+        let last = api!(RedisModule_ZsetLastInScoreRange)?;
+        // SAFETY: as in `range_first`.
+        let status = unsafe {
+            last(
+                self.raw(),
+                range.min,
+                range.max,
+                c_int::from(range.min_exclusive),
+                c_int::from(range.max_exclusive),
+            )
+        };
+        ok_status(status, "starting a score range")?;
+        Ok(Range { key: self })
+    }
+
+    /// Removes `member`; returns whether it was there. The server deletes the
+    /// key when its last member goes.
+    pub fn remove(&mut self, member: &ModuleString) -> Result<bool, StoreError> {
+        let rem = api!(RedisModule_ZsetRem)?;
+        let mut deleted: c_int = 0;
+        // SAFETY: the handle is open for writing and `member` is a live string.
+        let status = unsafe { rem(self.raw(), member.as_ptr(), &mut deleted) };
+        ok_status(status, "removing a member")?;
+        Ok(deleted != 0)
+    }
+
+    /// Adds `member` with `score` unless it exists (ZADD NX); returns whether
+    /// it was added. Creates the key when it is missing.
+    pub fn add_nx(&mut self, score: f64, member: &ModuleString) -> Result<bool, StoreError> {
+        let add = api!(RedisModule_ZsetAdd)?;
+        let mut flags = raw::REDISMODULE_ZADD_NX as c_int;
+        // SAFETY: the handle is open for writing, `member` is a live string and
+        // `flags` a valid in/out pointer for the duration of the call.
+        let status = unsafe { add(self.raw(), score, member.as_ptr(), &mut flags) };
+        ok_status(status, "adding a member")?;
+        Ok(flags & raw::REDISMODULE_ZADD_ADDED as c_int != 0)
+    }
+
+    /// Sets the key's expiry to the absolute unix time `at_ms`.
+    pub fn set_abs_expire(&mut self, at_ms: i64) -> Result<(), StoreError> {
+        let set = api!(RedisModule_SetAbsExpire)?;
+        // SAFETY: the handle is open for writing on an existing key.
+        let status = unsafe { set(self.raw(), at_ms) };
+        ok_status(status, "setting the expiry")
+    }
+}
+
+impl Drop for Key<'_> {
+    fn drop(&mut self) {
+        if let Ok(close) = api!(RedisModule_CloseKey) {
+            // SAFETY: the handle was returned by OpenKey and is closed once.
+            unsafe { close(self.raw()) }
+        }
+    }
+}
+
+/// A running score-range iteration over a key; stopped on drop. It borrows
+/// the key mutably, so the set cannot be changed while it runs.
+pub struct Range<'k, 'c> {
+    key: &'k mut Key<'c>,
+}
+
+impl Range<'_, '_> {
+    /// The member and score under the iterator, or `None` past the end.
+    pub fn current(&self, ctx: &Context) -> Result<Option<(ModuleString, f64)>, StoreError> {
+        let current = api!(RedisModule_ZsetRangeCurrentElement)?;
+        let mut score = 0.0f64;
+        // SAFETY: the range was started on this open key; the returned string
+        // is a new reference that `ModuleString` frees.
+        let ptr = unsafe { current(self.key.raw(), &mut score) };
+        Ok(NonNull::new(ptr).map(|ptr| (ModuleString { ctx: ctx.ctx, ptr }, score)))
+    }
+
+    /// The score under the iterator, or `None` past the end.
+    pub fn current_score(&self, ctx: &Context) -> Result<Option<f64>, StoreError> {
+        Ok(self.current(ctx)?.map(|(_, score)| score))
+    }
+
+    /// Moves to the next member; false when the range is exhausted.
+    pub fn advance(&mut self) -> Result<bool, StoreError> {
+        let next = api!(RedisModule_ZsetRangeNext)?;
+        // SAFETY: the range was started on this open key.
+        Ok(unsafe { next(self.key.raw()) } != 0)
+    }
+}
+
+impl Drop for Range<'_, '_> {
+    fn drop(&mut self) {
+        if let Ok(stop) = api!(RedisModule_ZsetRangeStop) {
+            // SAFETY: stopping a started range on an open key is always valid.
+            unsafe { stop(self.key.raw()) }
+        }
+    }
+}
