@@ -1,54 +1,108 @@
 //! Argument parsing for the SLIDEWIN commands: pure Rust, no Redis types.
 //!
+//! ```text
+//! SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL]
+//! SLIDEWIN.PEEK  key limit window_ms [COST count]
+//! ```
+//!
 //! Integers are parsed the way Redis parses them (`string2ll`): an optional
 //! `-`, then decimal digits, no `+`, no spaces, no leading zeros, no
-//! exponent, no fraction, and no overflow. Anything else is rejected with an
-//! error naming the argument and its valid range.
+//! exponent, no fraction, and no overflow. Options are case-insensitive, in
+//! any order, each at most once. Anything else is rejected with an error
+//! naming the argument and its valid range, before anything is changed.
 
 use std::fmt;
 
-/// Smallest accepted `limit`.
-pub const MIN_LIMIT: i64 = 1;
-/// Largest accepted `limit` (bounds the number of entries one key can hold).
-pub const MAX_LIMIT: i64 = 100_000;
-/// Smallest accepted `window_ms`.
-pub const MIN_WINDOW_MS: i64 = 1;
-/// Largest accepted `window_ms`: 366 days.
-pub const MAX_WINDOW_MS: i64 = 366 * 24 * 60 * 60 * 1000;
+/// Default of `slidewin.max-limit`: the largest `limit` and `count`.
+pub const DEFAULT_MAX_LIMIT: i64 = 100_000;
+/// Default of `slidewin.max-window-ms`: 366 days.
+pub const DEFAULT_MAX_WINDOW_MS: i64 = 366 * 24 * 60 * 60 * 1000;
 
-/// The validated numeric arguments of `SLIDEWIN.CHECK key limit window_ms`.
-/// The key itself is not parsed: it is binary-safe and passed through.
+/// The configured upper bounds that arguments are checked against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CheckArgs {
-    /// At most this many accepted calls in any trailing window.
+pub struct Bounds {
+    pub max_limit: i64,
+    pub max_window_ms: i64,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            max_limit: DEFAULT_MAX_LIMIT,
+            max_window_ms: DEFAULT_MAX_WINDOW_MS,
+        }
+    }
+}
+
+/// Which command is being parsed: they share the syntax but not every option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    Check,
+    Peek,
+}
+
+/// The validated arguments that follow the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    /// At most this many entries in any trailing window.
     pub limit: u64,
     /// The window length in milliseconds.
     pub window_ms: i64,
+    /// Entries this call needs (and adds when allowed); 1 unless `COST`.
+    pub cost: u64,
+    /// Reply with the five-field detail array instead of 1/0.
+    pub detail: bool,
+}
+
+impl Request {
+    /// A plain `limit window_ms` request: cost 1, no detail.
+    pub fn new(limit: u64, window_ms: i64) -> Self {
+        Request {
+            limit,
+            window_ms,
+            cost: 1,
+            detail: false,
+        }
+    }
 }
 
 /// Why an argument vector was refused. `Display` gives the exact reply text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ArgError {
     /// The number of arguments is wrong; the server words this reply itself.
     WrongArity,
-    /// `limit` is not an integer in its range.
-    Limit,
-    /// `window_ms` is not an integer in its range.
-    Window,
+    /// `limit` is not an integer in `1..=max`.
+    Limit { max: i64 },
+    /// `window_ms` is not an integer in `1..=max`.
+    Window { max: i64 },
+    /// `COST`'s `count` is not an integer in `1..=max`.
+    Count { max: i64 },
+    /// `COST` was the last argument.
+    MissingCount,
+    /// An option this command does not know (shown printable).
+    UnknownOption(String),
+    /// An option given twice.
+    RepeatedOption(&'static str),
 }
 
 impl fmt::Display for ArgError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ArgError::WrongArity => f.write_str("ERR wrong number of arguments"),
-            ArgError::Limit => write!(
-                f,
-                "ERR limit must be an integer between {MIN_LIMIT} and {MAX_LIMIT}"
-            ),
-            ArgError::Window => write!(
-                f,
-                "ERR window_ms must be an integer between {MIN_WINDOW_MS} and {MAX_WINDOW_MS}"
-            ),
+            ArgError::Limit { max } => {
+                write!(f, "ERR limit must be an integer between 1 and {max}")
+            }
+            ArgError::Window { max } => {
+                write!(f, "ERR window_ms must be an integer between 1 and {max}")
+            }
+            ArgError::Count { max } => {
+                write!(f, "ERR COST count must be an integer between 1 and {max}")
+            }
+            ArgError::MissingCount => f.write_str("ERR COST needs a count"),
+            ArgError::UnknownOption(name) => write!(f, "ERR unknown option '{name}'"),
+            ArgError::RepeatedOption(name) => {
+                write!(f, "ERR option {name} given more than once")
+            }
         }
     }
 }
@@ -83,29 +137,88 @@ pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
     }
 }
 
-/// Parses `bytes` as an integer within `[min, max]`.
-pub fn parse_in_range(bytes: &[u8], min: i64, max: i64) -> Option<i64> {
-    parse_i64(bytes).filter(|v| (min..=max).contains(v))
+/// Parses `bytes` as an integer in `1..=max`, as a `u64`.
+fn positive_at_most(bytes: &[u8], max: i64) -> Option<u64> {
+    parse_i64(bytes)
+        .filter(|v| (1..=max).contains(v))
+        .and_then(|v| u64::try_from(v).ok())
 }
 
-/// Parses the arguments that follow the command name and key:
-/// `limit window_ms`. `rest` must hold exactly those two arguments.
-pub fn parse_check<A: AsRef<[u8]>>(rest: &[A]) -> Result<CheckArgs, ArgError> {
-    let [limit, window] = rest else {
+/// A client-supplied token made safe to quote in an error reply: printable
+/// ASCII kept, every other byte as `\xNN`, at most 32 bytes shown.
+pub fn printable(bytes: &[u8]) -> String {
+    const SHOWN: usize = 32;
+    let mut out = String::new();
+    for &b in bytes.iter().take(SHOWN) {
+        if b.is_ascii_graphic() || b == b' ' {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    if bytes.len() > SHOWN {
+        out.push_str("...");
+    }
+    out
+}
+
+/// Parses what follows the key: `limit window_ms [options]`.
+pub fn parse<'a>(
+    command: Command,
+    mut args: impl Iterator<Item = &'a [u8]>,
+    bounds: Bounds,
+) -> Result<Request, ArgError> {
+    let (Some(limit), Some(window)) = (args.next(), args.next()) else {
         return Err(ArgError::WrongArity);
     };
-    let limit = parse_in_range(limit.as_ref(), MIN_LIMIT, MAX_LIMIT).ok_or(ArgError::Limit)?;
-    let window_ms =
-        parse_in_range(window.as_ref(), MIN_WINDOW_MS, MAX_WINDOW_MS).ok_or(ArgError::Window)?;
-    // `limit` is within 1..=MAX_LIMIT, so the conversion cannot fail.
-    let limit = u64::try_from(limit).map_err(|_| ArgError::Limit)?;
-    Ok(CheckArgs { limit, window_ms })
+    let limit = positive_at_most(limit, bounds.max_limit).ok_or(ArgError::Limit {
+        max: bounds.max_limit,
+    })?;
+    let window_ms = positive_at_most(window, bounds.max_window_ms)
+        .and_then(|w| i64::try_from(w).ok())
+        .ok_or(ArgError::Window {
+            max: bounds.max_window_ms,
+        })?;
+    let mut request = Request::new(limit, window_ms);
+    let (mut seen_cost, mut seen_detail) = (false, false);
+    while let Some(option) = args.next() {
+        if option.eq_ignore_ascii_case(b"COST") {
+            if seen_cost {
+                return Err(ArgError::RepeatedOption("COST"));
+            }
+            seen_cost = true;
+            let count = args.next().ok_or(ArgError::MissingCount)?;
+            request.cost = positive_at_most(count, bounds.max_limit).ok_or(ArgError::Count {
+                max: bounds.max_limit,
+            })?;
+        } else if command == Command::Check && option.eq_ignore_ascii_case(b"DETAIL") {
+            if seen_detail {
+                return Err(ArgError::RepeatedOption("DETAIL"));
+            }
+            seen_detail = true;
+            request.detail = true;
+        } else {
+            return Err(ArgError::UnknownOption(printable(option)));
+        }
+    }
+    if command == Command::Peek {
+        request.detail = true;
+    }
+    Ok(request)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    fn parse_strs(command: Command, args: &[&str]) -> Result<Request, ArgError> {
+        parse(
+            command,
+            args.iter().map(|a| a.as_bytes()),
+            Bounds::default(),
+        )
+    }
 
     #[test]
     fn integers_parse_like_redis() {
@@ -147,69 +260,174 @@ mod tests {
     }
 
     #[test]
-    fn check_arguments_accept_the_valid_range() {
-        assert_eq!(
-            parse_check(&["5", "60000"]),
-            Ok(CheckArgs {
-                limit: 5,
-                window_ms: 60_000
-            })
-        );
-        assert_eq!(
-            parse_check(&["1", "1"]),
-            Ok(CheckArgs {
-                limit: 1,
-                window_ms: 1
-            })
-        );
-        assert_eq!(
-            parse_check(&["100000", "31622400000"]),
-            Ok(CheckArgs {
-                limit: 100_000,
-                window_ms: MAX_WINDOW_MS
-            })
-        );
+    fn valid_requests() {
+        type Case<'a> = (Command, &'a [&'a str], (u64, i64, u64, bool));
+        let cases: &[Case] = &[
+            (Command::Check, &["5", "60000"], (5, 60_000, 1, false)),
+            (Command::Check, &["1", "1"], (1, 1, 1, false)),
+            (
+                Command::Check,
+                &["100000", "31622400000"],
+                (100_000, DEFAULT_MAX_WINDOW_MS, 1, false),
+            ),
+            (Command::Check, &["5", "1000", "DETAIL"], (5, 1000, 1, true)),
+            (Command::Check, &["5", "1000", "detail"], (5, 1000, 1, true)),
+            (
+                Command::Check,
+                &["5", "1000", "COST", "3"],
+                (5, 1000, 3, false),
+            ),
+            (
+                Command::Check,
+                &["5", "1000", "cost", "3", "Detail"],
+                (5, 1000, 3, true),
+            ),
+            (
+                Command::Check,
+                &["5", "1000", "DETAIL", "CoSt", "7"],
+                (5, 1000, 7, true),
+            ),
+            // A cost above the limit is valid (it can never pass).
+            (
+                Command::Check,
+                &["5", "1000", "COST", "100000"],
+                (5, 1000, 100_000, false),
+            ),
+            (Command::Peek, &["5", "1000"], (5, 1000, 1, true)),
+            (
+                Command::Peek,
+                &["5", "1000", "COST", "2"],
+                (5, 1000, 2, true),
+            ),
+        ];
+        for (command, args, (limit, window_ms, cost, detail)) in cases {
+            let expected = Request {
+                limit: *limit,
+                window_ms: *window_ms,
+                cost: *cost,
+                detail: *detail,
+            };
+            assert_eq!(
+                parse_strs(*command, args),
+                Ok(expected),
+                "{command:?} {args:?}"
+            );
+        }
     }
 
     #[test]
-    fn check_arguments_refuse_everything_else() {
-        let cases: &[(&[&str], ArgError)] = &[
-            (&["0", "1000"], ArgError::Limit),
-            (&["-5", "1000"], ArgError::Limit),
-            (&["100001", "1000"], ArgError::Limit),
-            (&["1.5", "1000"], ArgError::Limit),
-            (&["1e3", "1000"], ArgError::Limit),
-            (&["", "1000"], ArgError::Limit),
-            (&["abc", "1000"], ArgError::Limit),
-            (&["99999999999999999999", "1000"], ArgError::Limit),
-            (&["5", "0"], ArgError::Window),
-            (&["5", "-1"], ArgError::Window),
-            (&["5", "31622400001"], ArgError::Window),
-            (&["5", "1.5"], ArgError::Window),
-            (&["5", "1e3"], ArgError::Window),
-            (&["5", ""], ArgError::Window),
-            (&["5", "99999999999999999999"], ArgError::Window),
-            // The limit is checked first when both are bad.
-            (&["0", "0"], ArgError::Limit),
-            (&["5"], ArgError::WrongArity),
-            (&[], ArgError::WrongArity),
-            (&["5", "1000", "extra"], ArgError::WrongArity),
+    fn invalid_requests() {
+        let limit = ArgError::Limit { max: 100_000 };
+        let window = ArgError::Window {
+            max: DEFAULT_MAX_WINDOW_MS,
+        };
+        let count = ArgError::Count { max: 100_000 };
+        let cases: Vec<(Command, &[&str], ArgError)> = vec![
+            (Command::Check, &["0", "1000"], limit.clone()),
+            (Command::Check, &["-5", "1000"], limit.clone()),
+            (Command::Check, &["100001", "1000"], limit.clone()),
+            (Command::Check, &["1.5", "1000"], limit.clone()),
+            (Command::Check, &["1e3", "1000"], limit.clone()),
+            (Command::Check, &["", "1000"], limit.clone()),
+            (
+                Command::Check,
+                &["99999999999999999999", "1000"],
+                limit.clone(),
+            ),
+            (Command::Check, &["5", "0"], window.clone()),
+            (Command::Check, &["5", "-1"], window.clone()),
+            (Command::Check, &["5", "31622400001"], window.clone()),
+            (Command::Check, &["5", "1.5"], window.clone()),
+            (Command::Check, &["5", ""], window.clone()),
+            (Command::Check, &["0", "0"], limit.clone()),
+            (Command::Check, &["5"], ArgError::WrongArity),
+            (Command::Check, &[], ArgError::WrongArity),
+            (
+                Command::Check,
+                &["5", "1000", "COST"],
+                ArgError::MissingCount,
+            ),
+            (Command::Check, &["5", "1000", "COST", "0"], count.clone()),
+            (Command::Check, &["5", "1000", "COST", "-1"], count.clone()),
+            (Command::Check, &["5", "1000", "COST", "1.5"], count.clone()),
+            (
+                Command::Check,
+                &["5", "1000", "COST", "100001"],
+                count.clone(),
+            ),
+            (
+                Command::Check,
+                &["5", "1000", "COST", "DETAIL"],
+                count.clone(),
+            ),
+            (
+                Command::Check,
+                &["5", "1000", "COST", "1", "COST", "2"],
+                ArgError::RepeatedOption("COST"),
+            ),
+            (
+                Command::Check,
+                &["5", "1000", "DETAIL", "detail"],
+                ArgError::RepeatedOption("DETAIL"),
+            ),
+            (
+                Command::Check,
+                &["5", "1000", "extra"],
+                ArgError::UnknownOption("extra".into()),
+            ),
+            (
+                Command::Peek,
+                &["5", "1000", "DETAIL"],
+                ArgError::UnknownOption("DETAIL".into()),
+            ),
         ];
-        for (args, expected) in cases {
-            assert_eq!(parse_check(args), Err(*expected), "args {args:?}");
+        for (command, args, expected) in cases {
+            assert_eq!(
+                parse_strs(command, args),
+                Err(expected),
+                "{command:?} {args:?}"
+            );
         }
+    }
+
+    #[test]
+    fn configured_bounds_apply() {
+        let bounds = Bounds {
+            max_limit: 10,
+            max_window_ms: 1000,
+        };
+        let p = |args: &[&str]| parse(Command::Check, args.iter().map(|a| a.as_bytes()), bounds);
+        assert!(p(&["10", "1000"]).is_ok());
+        assert_eq!(p(&["11", "1000"]), Err(ArgError::Limit { max: 10 }));
+        assert_eq!(p(&["10", "1001"]), Err(ArgError::Window { max: 1000 }));
+        assert_eq!(
+            p(&["10", "1000", "COST", "11"]),
+            Err(ArgError::Count { max: 10 })
+        );
     }
 
     #[test]
     fn error_texts_name_the_argument_and_range() {
         assert_eq!(
-            ArgError::Limit.to_string(),
+            ArgError::Limit { max: 100_000 }.to_string(),
             "ERR limit must be an integer between 1 and 100000"
         );
         assert_eq!(
-            ArgError::Window.to_string(),
+            ArgError::Window {
+                max: DEFAULT_MAX_WINDOW_MS
+            }
+            .to_string(),
             "ERR window_ms must be an integer between 1 and 31622400000"
         );
+        assert_eq!(
+            ArgError::Count { max: 7 }.to_string(),
+            "ERR COST count must be an integer between 1 and 7"
+        );
+        assert_eq!(
+            ArgError::UnknownOption(printable(b"bad\r\n\xff")).to_string(),
+            "ERR unknown option 'bad\\x0d\\x0a\\xff'"
+        );
+        assert_eq!(printable(&[b'a'; 40]), format!("{}...", "a".repeat(32)));
     }
 
     proptest! {
@@ -229,6 +447,20 @@ mod tests {
                 (canonical.to_string() == s).then_some(canonical)
             });
             prop_assert_eq!(ours, model);
+        }
+
+        #[test]
+        fn arbitrary_argument_vectors_never_panic(
+            args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..12), 0..8),
+            peek in any::<bool>(),
+        ) {
+            let command = if peek { Command::Peek } else { Command::Check };
+            if let Ok(r) = parse(command, args.iter().map(|a| a.as_slice()), Bounds::default()) {
+                prop_assert!(r.limit >= 1 && r.limit <= 100_000);
+                prop_assert!(r.window_ms >= 1 && r.window_ms <= DEFAULT_MAX_WINDOW_MS);
+                prop_assert!(r.cost >= 1 && r.cost <= 100_000);
+                prop_assert!(r.detail || !peek);
+            }
         }
     }
 }

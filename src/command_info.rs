@@ -18,7 +18,52 @@ pub struct ArgDoc {
     pub kind: raw::RedisModuleCommandArgType,
     /// Index into the command's key specs, for key arguments.
     pub key_spec: Option<c_int>,
+    /// The keyword that introduces the argument (`COST`, `DETAIL`).
+    pub token: Option<&'static CStr>,
+    pub optional: bool,
 }
+
+const fn required(name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> ArgDoc {
+    ArgDoc {
+        name,
+        kind,
+        key_spec: None,
+        token: None,
+        optional: false,
+    }
+}
+
+const KEY: ArgDoc = ArgDoc {
+    key_spec: Some(0),
+    ..required(
+        c"key",
+        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+    )
+};
+const LIMIT: ArgDoc = required(
+    c"limit",
+    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+);
+const WINDOW: ArgDoc = required(
+    c"window_ms",
+    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+);
+const COST: ArgDoc = ArgDoc {
+    token: Some(c"COST"),
+    optional: true,
+    ..required(
+        c"count",
+        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+    )
+};
+const DETAIL: ArgDoc = ArgDoc {
+    token: Some(c"DETAIL"),
+    optional: true,
+    ..required(
+        c"detail",
+        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+    )
+};
 
 /// Everything the server is told about one command.
 pub struct CommandDoc {
@@ -97,6 +142,12 @@ pub fn set_command_info(ctx: &Context, doc: &CommandDoc) -> Result<(), StoreErro
             name: a.name.as_ptr(),
             type_: a.kind,
             key_spec_index: a.key_spec.unwrap_or(-1),
+            token: a.token.map_or(ptr::null(), CStr::as_ptr),
+            flags: if a.optional {
+                raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int
+            } else {
+                0
+            },
             ..zeroed_arg()
         })
         .collect();
@@ -123,31 +174,26 @@ pub fn set_command_info(ctx: &Context, doc: &CommandDoc) -> Result<(), StoreErro
     }
 }
 
-/// `SLIDEWIN.CHECK key limit window_ms`.
+/// `SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL]`.
 pub const CHECK: CommandDoc = CommandDoc {
     name: c"slidewin.check",
-    summary: c"Records a call and replies 1 if fewer than `limit` calls were recorded in the trailing `window_ms` milliseconds, else replies 0 and records nothing.",
-    complexity: c"O(log(N) + M*log(N)) where N is the number of entries in the window and M the number of expired entries removed.",
+    summary: c"Records a call of `count` units (default 1) and replies 1 if they fit under `limit` in the trailing `window_ms` milliseconds; else replies 0 and records nothing. DETAIL replies [allowed, limit, remaining, retry_after_ms, reset_after_ms].",
+    complexity: c"O(log(N) + M*log(N) + C*log(N)) with N the entries in the key, M the expired entries removed and C the count added; DETAIL on a denied call adds O(min(k, N-k)) to find the entry to wait for.",
     since: c"0.1.0",
-    arity: 4,
+    arity: -4,
     key_flags: raw::REDISMODULE_CMD_KEY_RW
         | raw::REDISMODULE_CMD_KEY_ACCESS
         | raw::REDISMODULE_CMD_KEY_UPDATE,
-    args: &[
-        ArgDoc {
-            name: c"key",
-            kind: raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
-            key_spec: Some(0),
-        },
-        ArgDoc {
-            name: c"limit",
-            kind: raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
-            key_spec: None,
-        },
-        ArgDoc {
-            name: c"window_ms",
-            kind: raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
-            key_spec: None,
-        },
-    ],
+    args: &[KEY, LIMIT, WINDOW, COST, DETAIL],
+};
+
+/// `SLIDEWIN.PEEK key limit window_ms [COST count]`.
+pub const PEEK: CommandDoc = CommandDoc {
+    name: c"slidewin.peek",
+    summary: c"Replies what SLIDEWIN.CHECK ... DETAIL would reply now, [allowed, limit, remaining, retry_after_ms, reset_after_ms], without writing, trimming, replicating or creating anything.",
+    complexity: c"O(log(N) + M) with N the entries in the key and M the expired entries not yet removed; a denied call adds O(min(k, N-k)).",
+    since: c"0.1.0",
+    arity: -4,
+    key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
+    args: &[KEY, LIMIT, WINDOW, COST],
 };

@@ -10,13 +10,17 @@
 //! - `zset_log`: the sorted-set log and the replication of its effects;
 //! - `commands`: thin command wrappers;
 //! - `command_info`: COMMAND INFO / DOCS metadata;
+//! - `config`: the `slidewin.*` configuration;
+//! - `stats`: INFO counters;
 //! - this file: the one registration table.
 
 pub mod args;
 pub mod clock;
 pub mod command_info;
 pub mod commands;
+pub mod config;
 pub mod member;
+pub mod stats;
 pub mod window;
 pub mod zset;
 pub mod zset_log;
@@ -34,9 +38,20 @@ type ModuleAlloc = std::alloc::System;
 #[cfg(test)]
 const MODULE_ALLOC: ModuleAlloc = std::alloc::System;
 
-/// Adds COMMAND INFO / DOCS metadata once the commands exist.
-fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-    for doc in [&command_info::CHECK] {
+/// Runs once the commands exist: checks the load arguments, registers the
+/// configuration, the INFO section and the COMMAND DOCS metadata.
+fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    let raw_args: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+    let values = match config::parse_load_args(&raw_args) {
+        Ok(values) => values,
+        Err(e) => {
+            ctx.log_warning(&format!("slidewin: {e}; module not loaded"));
+            return Status::Err;
+        }
+    };
+    config::register(ctx, &values);
+    stats::register(ctx);
+    for doc in [&command_info::CHECK, &command_info::PEEK] {
         if let Err(e) = command_info::set_command_info(ctx, doc) {
             ctx.log_warning(&format!(
                 "slidewin: no command info for {}: {e}",
@@ -56,7 +71,9 @@ redis_module! {
     commands: [
         // name, handler, flags, first key, last key, key step,
         // mandatory ACL categories (none: Redis 7.0 has no API for them),
-        // optional ACL categories (set where the server supports them).
+        // optional ACL categories (set where the server supports them; the
+        // server adds @write/@read and @fast/@slow from the flags).
         ["slidewin.check", commands::check, "write deny-oom", 1, 1, 1, "", "write sortedset"],
+        ["slidewin.peek", commands::peek, "readonly fast", 1, 1, 1, "", "read sortedset fast"],
     ],
 }

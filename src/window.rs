@@ -5,96 +5,204 @@
 //! and a fake clock. The Redis-backed log lives in `zset_log.rs`.
 //!
 //! The rule: the window at `now` is the half-open interval
-//! `(now - window_ms, now]`. Entries with a score `<= now - window_ms` have
-//! expired and are trimmed. If fewer than `limit` entries remain, one entry is
-//! added at `now` and the log expires once its newest entry has left the
-//! window; otherwise the call is denied and nothing is added.
+//! `(now - window_ms, now]`. Entries scored `<= now - window_ms` have expired.
+//! With `n` entries in the window, a call of cost `c` is allowed when
+//! `n + c <= limit`; it then adds `c` entries scored `now`, and the log
+//! expires once its newest entry has left the window. A denied call adds
+//! nothing.
 
-use crate::args::CheckArgs;
+use crate::args::Request;
 
-/// A log of accepted calls, one entry per call, scored in milliseconds.
+/// A log of accepted calls, one entry per unit of cost, scored in ms.
 pub trait WindowLog {
     /// The error a backing store may report.
     type Error;
 
-    /// Removes every entry whose score is `<= cutoff_ms`, returning how many
-    /// entries were removed.
+    /// Removes every entry scored `<= cutoff_ms`; returns how many it removed.
     fn trim(&mut self, cutoff_ms: i64) -> Result<u64, Self::Error>;
 
     /// The number of entries in the log.
     fn count(&self) -> Result<u64, Self::Error>;
 
-    /// The largest score strictly greater than `now_ms`, if the log holds an
-    /// entry from the future (a clock that stepped back, or entries written
-    /// by a client whose clock runs ahead).
-    fn newest_after(&mut self, now_ms: i64) -> Result<Option<f64>, Self::Error>;
+    /// The number of entries scored strictly above `cutoff_ms`.
+    fn count_above(&mut self, cutoff_ms: i64) -> Result<u64, Self::Error>;
 
-    /// Adds one entry scored `now_ms` under a member unique in the log.
-    fn append(&mut self, now_ms: i64) -> Result<(), Self::Error>;
+    /// The `k`-th smallest score (1-based) among the `n` entries scored
+    /// strictly above `cutoff_ms`, or `None` if there are fewer than `k`.
+    fn nth_above(&mut self, cutoff_ms: i64, k: u64, n: u64) -> Result<Option<f64>, Self::Error>;
+
+    /// The largest score strictly above `min_ms`, if any.
+    fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, Self::Error>;
+
+    /// Adds `count` entries scored `now_ms`, each under a member unique in
+    /// the log.
+    fn append(&mut self, now_ms: i64, count: u64) -> Result<(), Self::Error>;
 
     /// Sets the absolute time (ms) at which the whole log expires.
     fn expire_at(&mut self, at_ms: i64) -> Result<(), Self::Error>;
 }
 
-/// What one check decided and did.
+/// The five fields of a DETAIL reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Outcome {
-    /// Whether the call was accepted (and recorded).
-    pub allowed: bool,
-    /// How many expired entries the trim removed.
-    pub trimmed: u64,
-    /// Entries in the window after this call.
-    pub count: u64,
-    /// The absolute expiry set on the log, when the call was accepted.
-    pub expire_at_ms: Option<i64>,
+pub struct Detail {
+    /// `limit` minus the entries in the window after this call, at least 0.
+    pub remaining: u64,
+    /// 0 when allowed; -1 when the cost exceeds the limit; otherwise the ms
+    /// until the same call would pass (at least 1).
+    pub retry_after_ms: i64,
+    /// The ms until the window holds no entry at all; 0 when it is empty.
+    pub reset_after_ms: i64,
 }
 
-/// The oldest score that has already expired at `now_ms`: entries scored at
+/// What one call decided and did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    /// Whether the call was (or, for a peek, would be) allowed.
+    pub allowed: bool,
+    /// Entries in the window after this call.
+    pub count: u64,
+    /// How many expired entries were removed (always 0 for a peek).
+    pub trimmed: u64,
+    /// How many entries were added.
+    pub added: u64,
+    /// The absolute expiry set on the log, when entries were added.
+    pub expire_at_ms: Option<i64>,
+    /// The detail fields, when they were asked for.
+    pub detail: Option<Detail>,
+}
+
+/// The newest score that has already expired at `now_ms`: entries scored at
 /// or below it are outside the window.
 pub fn cutoff(now_ms: i64, window_ms: i64) -> i64 {
     now_ms.saturating_sub(window_ms)
 }
 
-/// When a log whose newest entry is scored `newest_ms` stops mattering.
-///
-/// Normally the newest entry is the one just added at `now_ms`; when the log
-/// holds entries from the future, the expiry follows the newest of them so
-/// the key never disappears while an entry still counts.
+/// Whether `cost` more entries fit beside the `n` in the window.
+pub fn fits(n: u64, request: &Request) -> bool {
+    n.checked_add(request.cost)
+        .is_some_and(|total| total <= request.limit)
+}
+
+/// Milliseconds from `now_ms` until the entry scored `score` leaves a window
+/// of `window_ms`, rounded up (scores from other writers may be fractional).
+/// `as` saturates for values beyond `i64`, which cannot come from valid
+/// input but must not wrap.
+fn ms_until_expired(score: f64, window_ms: i64, now_ms: i64) -> i64 {
+    let ms = (score + window_ms as f64 - now_ms as f64).ceil();
+    ms as i64
+}
+
+/// The absolute expiry of a log whose newest entry is `newest_after_now`
+/// (when an entry is scored after `now_ms`) or `now_ms`: the key never
+/// disappears while an entry still counts.
 pub fn expiry(now_ms: i64, newest_after_now: Option<f64>, window_ms: i64) -> i64 {
-    let newest = match newest_after_now {
-        // Scores are milliseconds; round up so a fractional score is covered.
-        // `as` saturates for huge or non-finite values, which is what we want.
-        Some(score) if score > now_ms as f64 => score.ceil() as i64,
-        _ => now_ms,
-    };
-    newest.saturating_add(window_ms)
+    match newest_after_now {
+        Some(score) if score > now_ms as f64 => {
+            now_ms.saturating_add(ms_until_expired(score, window_ms, now_ms))
+        }
+        _ => now_ms.saturating_add(window_ms),
+    }
+}
+
+/// `retry_after_ms` for a call that did not fit beside the `n` entries in
+/// the window: the `(n + cost - limit)`-th oldest of them must expire first.
+fn retry_after<L: WindowLog>(
+    log: &mut L,
+    now_ms: i64,
+    request: &Request,
+    n: u64,
+) -> Result<i64, L::Error> {
+    if request.cost > request.limit {
+        return Ok(-1);
+    }
+    // n + cost > limit and cost <= limit, so 1 <= k <= n.
+    let k = n.saturating_add(request.cost).saturating_sub(request.limit);
+    let cut = cutoff(now_ms, request.window_ms);
+    Ok(match log.nth_above(cut, k, n)? {
+        Some(score) => ms_until_expired(score, request.window_ms, now_ms).max(1),
+        // Unreachable with a consistent log; "try again in 1 ms" is safe.
+        None => 1,
+    })
+}
+
+/// `reset_after_ms` when the newest in-window score is `newest`.
+fn reset_after(newest: Option<f64>, now_ms: i64, window_ms: i64) -> i64 {
+    newest.map_or(0, |s| ms_until_expired(s, window_ms, now_ms).max(0))
 }
 
 /// Runs one `SLIDEWIN.CHECK` against `log` at time `now_ms`.
 pub fn check<L: WindowLog>(
     log: &mut L,
     now_ms: i64,
-    args: &CheckArgs,
-) -> Result<Outcome, L::Error> {
-    let trimmed = log.trim(cutoff(now_ms, args.window_ms))?;
-    let count = log.count()?;
-    if count >= args.limit {
-        return Ok(Outcome {
+    request: &Request,
+) -> Result<Verdict, L::Error> {
+    let cut = cutoff(now_ms, request.window_ms);
+    let trimmed = log.trim(cut)?;
+    let n = log.count()?;
+    if !fits(n, request) {
+        let detail = if request.detail {
+            Some(Detail {
+                remaining: request.limit.saturating_sub(n),
+                retry_after_ms: retry_after(log, now_ms, request, n)?,
+                reset_after_ms: reset_after(log.newest_above(cut)?, now_ms, request.window_ms),
+            })
+        } else {
+            None
+        };
+        return Ok(Verdict {
             allowed: false,
+            count: n,
             trimmed,
-            count,
+            added: 0,
             expire_at_ms: None,
+            detail,
         });
     }
-    let newest = log.newest_after(now_ms)?;
-    log.append(now_ms)?;
-    let at = expiry(now_ms, newest, args.window_ms);
+    let newest_after_now = log.newest_above(now_ms)?;
+    log.append(now_ms, request.cost)?;
+    let at = expiry(now_ms, newest_after_now, request.window_ms);
     log.expire_at(at)?;
-    Ok(Outcome {
+    let count = n.saturating_add(request.cost);
+    Ok(Verdict {
         allowed: true,
+        count,
         trimmed,
-        count: count.saturating_add(1),
+        added: request.cost,
         expire_at_ms: Some(at),
+        detail: request.detail.then(|| Detail {
+            remaining: request.limit.saturating_sub(count),
+            retry_after_ms: 0,
+            reset_after_ms: at.saturating_sub(now_ms),
+        }),
+    })
+}
+
+/// Answers what `check` with DETAIL would answer at `now_ms`, changing
+/// nothing: expired entries are not counted rather than removed.
+pub fn peek<L: WindowLog>(
+    log: &mut L,
+    now_ms: i64,
+    request: &Request,
+) -> Result<Verdict, L::Error> {
+    let cut = cutoff(now_ms, request.window_ms);
+    let n = log.count_above(cut)?;
+    let allowed = fits(n, request);
+    let retry_after_ms = if allowed {
+        0
+    } else {
+        retry_after(log, now_ms, request, n)?
+    };
+    Ok(Verdict {
+        allowed,
+        count: n,
+        trimmed: 0,
+        added: 0,
+        expire_at_ms: None,
+        detail: Some(Detail {
+            remaining: request.limit.saturating_sub(n),
+            retry_after_ms,
+            reset_after_ms: reset_after(log.newest_above(cut)?, now_ms, request.window_ms),
+        }),
     })
 }
 
@@ -104,6 +212,20 @@ pub fn check<L: WindowLog>(
 pub struct MemoryLog {
     pub scores: Vec<f64>,
     pub expire_at_ms: Option<i64>,
+}
+
+#[cfg(test)]
+impl MemoryLog {
+    fn sorted_above(&self, cutoff_ms: i64) -> Vec<f64> {
+        let mut v: Vec<f64> = self
+            .scores
+            .iter()
+            .copied()
+            .filter(|&s| s > cutoff_ms as f64)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
+    }
 }
 
 #[cfg(test)]
@@ -120,17 +242,26 @@ impl WindowLog for MemoryLog {
         Ok(self.scores.len() as u64)
     }
 
-    fn newest_after(&mut self, now_ms: i64) -> Result<Option<f64>, Self::Error> {
-        Ok(self
-            .scores
-            .iter()
-            .copied()
-            .filter(|&s| s > now_ms as f64)
-            .reduce(f64::max))
+    fn count_above(&mut self, cutoff_ms: i64) -> Result<u64, Self::Error> {
+        Ok(self.sorted_above(cutoff_ms).len() as u64)
     }
 
-    fn append(&mut self, now_ms: i64) -> Result<(), Self::Error> {
-        self.scores.push(now_ms as f64);
+    fn nth_above(&mut self, cutoff_ms: i64, k: u64, _n: u64) -> Result<Option<f64>, Self::Error> {
+        let v = self.sorted_above(cutoff_ms);
+        Ok(usize::try_from(k)
+            .ok()
+            .and_then(|k| k.checked_sub(1))
+            .and_then(|i| v.get(i).copied()))
+    }
+
+    fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, Self::Error> {
+        Ok(self.sorted_above(min_ms).last().copied())
+    }
+
+    fn append(&mut self, now_ms: i64, count: u64) -> Result<(), Self::Error> {
+        for _ in 0..count {
+            self.scores.push(now_ms as f64);
+        }
         Ok(())
     }
 
@@ -145,23 +276,51 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn args(limit: u64, window_ms: i64) -> CheckArgs {
-        CheckArgs { limit, window_ms }
+    fn req(limit: u64, window_ms: i64) -> Request {
+        Request::new(limit, window_ms)
     }
 
-    fn run(log: &mut MemoryLog, now: i64, a: &CheckArgs) -> Outcome {
-        match check(log, now, a) {
-            Ok(outcome) => outcome,
+    fn detailed(limit: u64, window_ms: i64, cost: u64) -> Request {
+        Request {
+            limit,
+            window_ms,
+            cost,
+            detail: true,
+        }
+    }
+
+    fn unwrap<T>(r: Result<T, std::convert::Infallible>) -> T {
+        match r {
+            Ok(v) => v,
             Err(never) => match never {},
         }
+    }
+
+    fn log_of(scores: &[f64]) -> MemoryLog {
+        MemoryLog {
+            scores: scores.to_vec(),
+            expire_at_ms: None,
+        }
+    }
+
+    /// [allowed, limit, remaining, retry_after, reset_after], as replied.
+    fn five(v: &Verdict, limit: u64) -> [i64; 5] {
+        let d = v.detail.expect("detail");
+        [
+            i64::from(v.allowed),
+            limit as i64,
+            d.remaining as i64,
+            d.retry_after_ms,
+            d.reset_after_ms,
+        ]
     }
 
     #[test]
     fn sms_example_allows_five_then_denies() {
         let mut log = MemoryLog::default();
-        let a = args(5, 60_000);
+        let r = req(5, 60_000);
         let replies: Vec<bool> = (0..7)
-            .map(|i| run(&mut log, 1_000_000 + i, &a).allowed)
+            .map(|i| unwrap(check(&mut log, 1_000_000 + i, &r)).allowed)
             .collect();
         assert_eq!(replies, [true, true, true, true, true, false, false]);
         assert_eq!(log.scores.len(), 5);
@@ -191,11 +350,8 @@ mod tests {
             (&[50.5], 10, 2, 10, (true, 0, 2, Some(61))),
         ];
         for (scores, now, limit, window, expected) in cases {
-            let mut log = MemoryLog {
-                scores: scores.to_vec(),
-                expire_at_ms: None,
-            };
-            let got = run(&mut log, *now, &args(*limit, *window));
+            let mut log = log_of(scores);
+            let got = unwrap(check(&mut log, *now, &req(*limit, *window)));
             assert_eq!(
                 (got.allowed, got.trimmed, got.count, got.expire_at_ms),
                 *expected,
@@ -206,67 +362,183 @@ mod tests {
     }
 
     #[test]
+    fn detail_examples_from_the_reference() {
+        let now = 100_000i64;
+        // Empty key.
+        let mut log = MemoryLog::default();
+        let v = unwrap(check(&mut log, now, &detailed(3, 10_000, 1)));
+        assert_eq!(five(&v, 3), [1, 3, 2, 0, 10_000]);
+        // Entries 9000, 5000 and 1000 ms old.
+        let aged = [
+            (now - 9000) as f64,
+            (now - 5000) as f64,
+            (now - 1000) as f64,
+        ];
+        let cases: &[(u64, u64, [i64; 5])] = &[
+            (3, 1, [0, 3, 0, 1000, 9000]),
+            (3, 2, [0, 3, 0, 5000, 9000]),
+            (4, 2, [0, 4, 1, 1000, 9000]),
+            (3, 3, [0, 3, 0, 9000, 9000]),
+            // Cost above the limit can never pass.
+            (3, 4, [0, 3, 0, -1, 9000]),
+            (6, 3, [1, 6, 0, 0, 10_000]),
+        ];
+        for (limit, cost, expected) in cases {
+            let mut log = log_of(&aged);
+            let v = unwrap(check(&mut log, now, &detailed(*limit, 10_000, *cost)));
+            assert_eq!(five(&v, *limit), *expected, "limit {limit} cost {cost}");
+            // PEEK answers the same (for the denied ones, where nothing changes).
+            if !v.allowed {
+                let mut log = log_of(&aged);
+                let p = unwrap(peek(&mut log, now, &detailed(*limit, 10_000, *cost)));
+                assert_eq!(five(&p, *limit), *expected);
+                assert_eq!(log.scores, aged.to_vec(), "peek changes nothing");
+            }
+        }
+    }
+
+    #[test]
+    fn allowed_cost_adds_every_unit() {
+        let mut log = MemoryLog::default();
+        let v = unwrap(check(&mut log, 10, &detailed(5, 100, 3)));
+        assert_eq!(five(&v, 5), [1, 5, 2, 0, 100]);
+        assert_eq!(log.scores, vec![10.0; 3]);
+        let v = unwrap(check(&mut log, 20, &detailed(5, 100, 3)));
+        assert_eq!(five(&v, 5), [0, 5, 2, 90, 90]);
+        assert_eq!(log.scores.len(), 3, "denied: nothing added");
+    }
+
+    #[test]
+    fn cost_above_limit_is_denied_but_still_trims() {
+        let mut log = log_of(&[1.0, 50.0]);
+        let v = unwrap(check(&mut log, 100, &detailed(2, 60, 3)));
+        assert!(!v.allowed);
+        assert_eq!(v.trimmed, 1);
+        assert_eq!(log.scores, vec![50.0]);
+        assert_eq!(five(&v, 2), [0, 2, 1, -1, 10]);
+    }
+
+    #[test]
+    fn peek_ignores_stale_entries_without_removing_them() {
+        let mut log = log_of(&[1.0, 2.0, 95.0]);
+        let v = unwrap(peek(&mut log, 100, &detailed(2, 50, 1)));
+        assert_eq!(five(&v, 2), [1, 2, 1, 0, 45]);
+        assert_eq!(log.scores.len(), 3);
+        // An empty window resets in 0.
+        let mut log = log_of(&[1.0]);
+        let v = unwrap(peek(&mut log, 100, &detailed(2, 50, 1)));
+        assert_eq!(five(&v, 2), [1, 2, 2, 0, 0]);
+    }
+
+    #[test]
+    fn retry_after_is_never_zero_while_limited() {
+        // A fractional foreign score just inside the window.
+        let mut log = log_of(&[50.2]);
+        let v = unwrap(peek(&mut log, 100, &detailed(1, 50, 1)));
+        assert_eq!(five(&v, 1), [0, 1, 0, 1, 1]);
+    }
+
+    #[test]
+    fn over_full_logs_report_zero_remaining() {
+        // The limit was lowered after the log filled up.
+        let mut log = log_of(&[90.0, 91.0, 92.0, 93.0]);
+        let v = unwrap(check(&mut log, 100, &detailed(2, 50, 1)));
+        // Three of the four must expire before one more fits: the third oldest.
+        assert_eq!(five(&v, 2), [0, 2, 0, 42, 43]);
+    }
+
+    #[test]
     fn denied_calls_leave_the_log_and_expiry_alone() {
         let mut log = MemoryLog::default();
-        let a = args(2, 100);
-        assert!(run(&mut log, 10, &a).allowed);
-        assert!(run(&mut log, 20, &a).allowed);
+        let r = req(2, 100);
+        assert!(unwrap(check(&mut log, 10, &r)).allowed);
+        assert!(unwrap(check(&mut log, 20, &r)).allowed);
         let before = log.clone();
-        let denied = run(&mut log, 30, &a);
+        let denied = unwrap(check(&mut log, 30, &r));
         assert!(!denied.allowed);
+        assert_eq!(denied.detail, None, "no detail unless asked");
         assert_eq!(log.scores, before.scores);
         assert_eq!(log.expire_at_ms, Some(120));
     }
 
     #[test]
-    fn extreme_clock_values_saturate_instead_of_overflowing() {
+    fn extreme_values_saturate_instead_of_overflowing() {
+        let r = detailed(100_000, crate::args::DEFAULT_MAX_WINDOW_MS, 100_000);
         let mut log = MemoryLog::default();
-        let a = args(1, crate::args::MAX_WINDOW_MS);
-        let got = run(&mut log, i64::MAX, &a);
+        let got = unwrap(check(&mut log, i64::MAX, &r));
         assert_eq!(got.expire_at_ms, Some(i64::MAX));
         let mut log = MemoryLog::default();
-        let got = run(&mut log, i64::MIN, &a);
+        let got = unwrap(check(&mut log, i64::MIN, &r));
         assert!(got.allowed);
         assert_eq!(cutoff(i64::MIN, 5), i64::MIN);
+        assert!(!fits(u64::MAX, &r));
+        assert_eq!(expiry(0, Some(f64::INFINITY), 10), i64::MAX);
+        assert_eq!(expiry(0, Some(f64::NAN), 10), 10);
+        let mut log = log_of(&[f64::MAX]);
+        let v = unwrap(peek(&mut log, 0, &detailed(1, 10, 1)));
+        assert_eq!(five(&v, 1), [0, 1, 0, i64::MAX, i64::MAX]);
     }
 
-    /// The naive model: accept at `t` when fewer than `limit` accepted calls
-    /// are scored after `t - window`.
-    fn model_allows(accepted: &[i64], t: i64, limit: u64, window: i64) -> bool {
-        let in_window = accepted.iter().filter(|&&s| s > t - window).count();
-        (in_window as u64) < limit
+    /// The naive model: accept at `t` when fewer than `limit - cost + 1`
+    /// accepted units are scored after `t - window`.
+    fn model_allows(accepted: &[i64], t: i64, r: &Request) -> bool {
+        let in_window = accepted.iter().filter(|&&s| s > t - r.window_ms).count() as u64;
+        in_window + r.cost <= r.limit
+    }
+
+    /// The naive retry: the smallest wait after which the model allows.
+    fn model_retry(accepted: &[i64], t: i64, r: &Request) -> i64 {
+        if r.cost > r.limit {
+            return -1;
+        }
+        (1..=r.window_ms)
+            .find(|d| model_allows(accepted, t + d, r))
+            .unwrap_or(i64::MAX)
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2048))]
+        #![proptest_config(ProptestConfig::with_cases(1024))]
 
         #[test]
         fn agrees_with_the_naive_model(
             limit in 1u64..8,
             window in 1i64..200,
-            steps in proptest::collection::vec(0i64..60, 1..120),
+            steps in proptest::collection::vec((0i64..60, 1u64..4, any::<bool>()), 1..100),
         ) {
-            let a = args(limit, window);
             let mut log = MemoryLog::default();
             let mut accepted: Vec<i64> = Vec::new();
             let mut now = 1_000i64;
-            for step in steps {
+            for (step, cost, use_peek) in steps {
                 now += step;
-                let expected = model_allows(&accepted, now, limit, window);
-                let got = run(&mut log, now, &a);
+                let r = detailed(limit, window, cost);
+                let expected = model_allows(&accepted, now, &r);
+                let before = log.clone();
+                let got = if use_peek {
+                    unwrap(peek(&mut log, now, &r))
+                } else {
+                    unwrap(check(&mut log, now, &r))
+                };
                 prop_assert_eq!(got.allowed, expected);
-                if got.allowed {
-                    accepted.push(now);
+                let d = got.detail.expect("detail");
+                if use_peek {
+                    prop_assert_eq!(&log.scores, &before.scores);
+                } else if got.allowed {
+                    accepted.extend(std::iter::repeat_n(now, cost as usize));
                     prop_assert_eq!(got.expire_at_ms, Some(now + window));
                 }
-                // The log holds exactly the accepted entries still in the window.
-                let live: Vec<f64> = accepted
-                    .iter()
-                    .filter(|&&s| s > now - window)
-                    .map(|&s| s as f64)
-                    .collect();
-                prop_assert_eq!(&log.scores, &live);
-                prop_assert_eq!(got.count, live.len() as u64);
+                if !got.allowed {
+                    prop_assert_eq!(d.retry_after_ms, model_retry(&accepted, now, &r));
+                }
+                let live: Vec<i64> = accepted.iter().copied().filter(|&s| s > now - window).collect();
+                let count_after = live.len() as u64;
+                prop_assert_eq!(d.remaining, limit.saturating_sub(count_after));
+                let reset = live.iter().max().map_or(0, |&s| s + window - now);
+                prop_assert_eq!(d.reset_after_ms, reset);
+                if !use_peek {
+                    let mut kept: Vec<i64> = log.scores.iter().map(|&s| s as i64).collect();
+                    kept.sort_unstable();
+                    prop_assert_eq!(kept, live);
+                }
             }
             // The promise: no trailing window ever holds more than `limit`.
             for &end in &accepted {

@@ -24,7 +24,7 @@ macro_rules! api {
         // out of the static creates no reference to it.
         match unsafe { raw::$name } {
             Some(f) => Ok(f),
-            None => Err(StoreError::MissingApi(stringify!($name))),
+            None => Err($crate::zset::StoreError::MissingApi(stringify!($name))),
         }
     };
 }
@@ -88,7 +88,7 @@ impl ModuleString {
             .ok_or(StoreError::Failed("creating a string"))
     }
 
-    fn as_ptr(&self) -> *mut raw::RedisModuleString {
+    pub(crate) fn as_ptr(&self) -> *mut raw::RedisModuleString {
         self.ptr.as_ptr()
     }
 }
@@ -152,17 +152,27 @@ impl ScoreRange {
 impl<'c> Key<'c> {
     /// Opens `name` for reading and writing.
     pub fn open_write(ctx: &'c Context, name: &RedisString) -> Result<Self, StoreError> {
+        let mode = raw::REDISMODULE_READ | raw::REDISMODULE_WRITE;
+        Self::open(ctx, name, mode)?.ok_or(StoreError::Failed("opening the key"))
+    }
+
+    /// Opens `name` for reading only; `None` when the key does not exist
+    /// (older servers return no handle for a missing key in read mode).
+    pub fn open_read(ctx: &'c Context, name: &RedisString) -> Result<Option<Self>, StoreError> {
+        Self::open(ctx, name, raw::REDISMODULE_READ)
+    }
+
+    fn open(ctx: &'c Context, name: &RedisString, mode: u32) -> Result<Option<Self>, StoreError> {
         let open = api!(RedisModule_OpenKey)?;
-        let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
         // SAFETY: `ctx.ctx` is the live command context and `name.inner` a
         // valid string owned by the command's argv for the whole call.
-        let ptr = unsafe { open(ctx.ctx, name.inner, mode) };
-        NonNull::new(ptr.cast::<raw::RedisModuleKey>())
-            .map(|ptr| Key {
+        let ptr = unsafe { open(ctx.ctx, name.inner, mode as c_int) };
+        Ok(
+            NonNull::new(ptr.cast::<raw::RedisModuleKey>()).map(|ptr| Key {
                 ptr,
                 _ctx: PhantomData,
-            })
-            .ok_or(StoreError::Failed("opening the key"))
+            }),
+        )
     }
 
     fn raw(&self) -> *mut raw::RedisModuleKey {
@@ -293,6 +303,36 @@ impl Range<'_, '_> {
         let next = api!(RedisModule_ZsetRangeNext)?;
         // SAFETY: the range was started on this open key.
         Ok(unsafe { next(self.key.raw()) } != 0)
+    }
+
+    /// Moves to the previous member; false when the range is exhausted.
+    pub fn retreat(&mut self) -> Result<bool, StoreError> {
+        let prev = api!(RedisModule_ZsetRangePrev)?;
+        // SAFETY: the range was started on this open key.
+        Ok(unsafe { prev(self.key.raw()) } != 0)
+    }
+
+    /// Whether the iterator is past the last member of the range.
+    pub fn end_reached(&self) -> Result<bool, StoreError> {
+        let end = api!(RedisModule_ZsetRangeEndReached)?;
+        // SAFETY: the range was started on this open key.
+        Ok(unsafe { end(self.key.raw()) } != 0)
+    }
+
+    /// Moves `steps` members forward (or backward), stopping early at the
+    /// end of the range; returns whether the iterator is still on a member.
+    pub fn skip(&mut self, steps: u64, forward: bool) -> Result<bool, StoreError> {
+        for _ in 0..steps {
+            let moved = if forward {
+                self.advance()?
+            } else {
+                self.retreat()?
+            };
+            if !moved {
+                return Ok(false);
+            }
+        }
+        Ok(!self.end_reached()?)
     }
 }
 

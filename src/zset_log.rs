@@ -3,11 +3,11 @@
 //!
 //! Replication and the AOF receive the effects with absolute values, never
 //! the command: `ZREMRANGEBYSCORE key -inf <cutoff>` when the trim removed
-//! something, `ZADD key <now> <member>` and `PEXPIREAT key <at>` when the call
-//! was accepted. The server wraps them in MULTI/EXEC. A replica or an AOF load
-//! reproduces the data without the module, and a denied call that trimmed
-//! nothing propagates nothing. Keyspace notifications match what the seed's
-//! Lua script would have fired.
+//! something, `ZADD key <now> <member> [<now> <member> ...]` and
+//! `PEXPIREAT key <at>` when the call was allowed. The server wraps them in
+//! MULTI/EXEC. A replica or an AOF load reproduces the data without the
+//! module, and a denied call that trimmed nothing propagates nothing.
+//! Keyspace notifications match what the seed's Lua script would have fired.
 
 use std::ffi::CStr;
 use std::os::raw::{c_int, c_longlong};
@@ -22,22 +22,52 @@ use crate::zset::{api, Key, KeyKind, ModuleString, ScoreRange, StoreError};
 pub struct ZsetLog<'c> {
     ctx: &'c Context,
     name: &'c RedisString,
-    key: Key<'c>,
+    /// `None` for a missing key opened read-only: an empty log.
+    key: Option<Key<'c>>,
+}
+
+fn check_kind(key: &Key<'_>) -> Result<(), StoreError> {
+    match key.kind()? {
+        KeyKind::Empty | KeyKind::Zset => Ok(()),
+        KeyKind::Other => Err(StoreError::WrongType),
+    }
 }
 
 impl<'c> ZsetLog<'c> {
     /// Opens `name` for a write; a key of another type is refused with the
     /// server's WRONGTYPE error before anything changes.
-    pub fn open(ctx: &'c Context, name: &'c RedisString) -> Result<Self, StoreError> {
+    pub fn open_write(ctx: &'c Context, name: &'c RedisString) -> Result<Self, StoreError> {
         let key = Key::open_write(ctx, name)?;
-        match key.kind()? {
-            KeyKind::Empty | KeyKind::Zset => Ok(ZsetLog { ctx, name, key }),
-            KeyKind::Other => Err(StoreError::WrongType),
+        check_kind(&key)?;
+        Ok(ZsetLog {
+            ctx,
+            name,
+            key: Some(key),
+        })
+    }
+
+    /// Opens `name` for reading only: every write method fails, and a
+    /// missing key reads as an empty log without being created.
+    pub fn open_read(ctx: &'c Context, name: &'c RedisString) -> Result<Self, StoreError> {
+        let key = Key::open_read(ctx, name)?;
+        if let Some(key) = &key {
+            check_kind(key)?;
+        }
+        Ok(ZsetLog { ctx, name, key })
+    }
+
+    /// The key, when it exists and holds entries.
+    fn existing(&mut self) -> Result<Option<&mut Key<'c>>, StoreError> {
+        match &mut self.key {
+            Some(key) if key.kind()? == KeyKind::Zset => Ok(Some(key)),
+            _ => Ok(None),
         }
     }
 
-    fn is_empty(&self) -> Result<bool, StoreError> {
-        Ok(self.key.kind()? == KeyKind::Empty)
+    fn writable(&mut self) -> Result<&mut Key<'c>, StoreError> {
+        self.key
+            .as_mut()
+            .ok_or(StoreError::Failed("writing a read-only key"))
     }
 
     fn notify(&self, class: c_int, event: &CStr) {
@@ -47,41 +77,13 @@ impl<'c> ZsetLog<'c> {
             unsafe { notify(self.ctx.ctx, class, event.as_ptr(), self.name.inner) };
         }
     }
+}
 
-    /// Propagates `cmd key <fmt args>` to replicas and the AOF.
-    fn replicate_ll(
-        &self,
-        cmd: &CStr,
-        a: c_longlong,
-        b: Option<c_longlong>,
-    ) -> Result<(), StoreError> {
-        let replicate = api!(RedisModule_Replicate)?;
-        // SAFETY: live context; the format string matches the arguments that
-        // follow it exactly ('s' a module string, 'l' a long long).
-        let status = unsafe {
-            match b {
-                Some(b) => replicate(
-                    self.ctx.ctx,
-                    cmd.as_ptr(),
-                    c"sll".as_ptr(),
-                    self.name.inner,
-                    a,
-                    b,
-                ),
-                None => replicate(
-                    self.ctx.ctx,
-                    cmd.as_ptr(),
-                    c"sl".as_ptr(),
-                    self.name.inner,
-                    a,
-                ),
-            }
-        };
-        if status == raw::REDISMODULE_OK as c_int {
-            Ok(())
-        } else {
-            Err(StoreError::Failed("replicating"))
-        }
+fn replicated(status: c_int) -> Result<(), StoreError> {
+    if status == raw::REDISMODULE_OK as c_int {
+        Ok(())
+    } else {
+        Err(StoreError::Failed("replicating"))
     }
 }
 
@@ -89,16 +91,15 @@ impl WindowLog for ZsetLog<'_> {
     type Error = StoreError;
 
     fn trim(&mut self, cutoff_ms: i64) -> Result<u64, StoreError> {
-        if self.is_empty()? {
+        let ctx = self.ctx;
+        let Some(key) = self.existing()? else {
             return Ok(0);
-        }
+        };
         // Collect first: the set must not change while a range iterates it.
         let mut stale: Vec<ModuleString> = Vec::new();
         {
-            let mut range = self
-                .key
-                .range_first(ScoreRange::at_most(cutoff_ms as f64))?;
-            while let Some((member, _)) = range.current(self.ctx)? {
+            let mut range = key.range_first(ScoreRange::at_most(cutoff_ms as f64))?;
+            while let Some((member, _)) = range.current(ctx)? {
                 stale.push(member);
                 if !range.advance()? {
                     break;
@@ -110,71 +111,171 @@ impl WindowLog for ZsetLog<'_> {
         }
         let mut removed = 0u64;
         for member in &stale {
-            if self.key.remove(member)? {
+            if key.remove(member)? {
                 removed += 1;
             }
         }
+        let emptied = key.kind()? == KeyKind::Empty;
         let replicate = api!(RedisModule_Replicate)?;
         // SAFETY: live context; "scl" is followed by a module string, a
         // NUL-terminated C string and a long long, in that order.
-        let status = unsafe {
+        replicated(unsafe {
             replicate(
-                self.ctx.ctx,
+                ctx.ctx,
                 c"ZREMRANGEBYSCORE".as_ptr(),
                 c"scl".as_ptr(),
                 self.name.inner,
                 c"-inf".as_ptr(),
                 cutoff_ms as c_longlong,
             )
-        };
-        if status != raw::REDISMODULE_OK as c_int {
-            return Err(StoreError::Failed("replicating"));
-        }
+        })?;
         self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore");
-        if self.is_empty()? {
+        if emptied {
             self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
         }
         Ok(removed)
     }
 
     fn count(&self) -> Result<u64, StoreError> {
-        self.key.cardinality()
-    }
-
-    fn newest_after(&mut self, now_ms: i64) -> Result<Option<f64>, StoreError> {
-        if self.is_empty()? {
-            return Ok(None);
+        match &self.key {
+            Some(key) => key.cardinality(),
+            None => Ok(0),
         }
-        let range = self.key.range_last(ScoreRange::above(now_ms as f64))?;
-        range.current_score(self.ctx)
     }
 
-    fn append(&mut self, now_ms: i64) -> Result<(), StoreError> {
-        let score = now_ms as f64;
-        let mut id = member::fresh(now_ms);
-        // Among len + 1 consecutive ids at least one is free, so this loop
-        // ends; it almost always ends on the first try.
-        let attempts = self.key.cardinality()?.saturating_add(1);
-        let mut added = false;
-        for _ in 0..attempts {
-            let member = ModuleString::from_i64(self.ctx, id)?;
-            if self.key.add_nx(score, &member)? {
-                added = true;
+    fn count_above(&mut self, cutoff_ms: i64) -> Result<u64, StoreError> {
+        let Some(key) = self.existing()? else {
+            return Ok(0);
+        };
+        let total = key.cardinality()?;
+        // Count the expired entries (few, usually none: CHECK trims them)
+        // and subtract, instead of walking the whole window.
+        let mut stale = 0u64;
+        let mut range = key.range_first(ScoreRange::at_most(cutoff_ms as f64))?;
+        while !range.end_reached()? {
+            stale += 1;
+            if !range.advance()? {
                 break;
             }
-            id = member::next(id);
         }
-        if !added {
-            return Err(StoreError::Failed("finding a free member"));
+        Ok(total.saturating_sub(stale))
+    }
+
+    fn nth_above(&mut self, cutoff_ms: i64, k: u64, n: u64) -> Result<Option<f64>, StoreError> {
+        let ctx = self.ctx;
+        let Some(key) = self.existing()? else {
+            return Ok(None);
+        };
+        if k == 0 || k > n {
+            return Ok(None);
         }
-        self.replicate_ll(c"ZADD", now_ms, Some(id))?;
+        // Walk from whichever end of the window is nearer.
+        let in_window = ScoreRange::above(cutoff_ms as f64);
+        let from_oldest = k - 1;
+        let from_newest = n - k;
+        let mut range = if from_oldest <= from_newest {
+            key.range_first(in_window)?
+        } else {
+            key.range_last(in_window)?
+        };
+        let forward = from_oldest <= from_newest;
+        if !range.skip(from_oldest.min(from_newest), forward)? {
+            return Ok(None);
+        }
+        range.current_score(ctx)
+    }
+
+    fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, StoreError> {
+        let ctx = self.ctx;
+        let Some(key) = self.existing()? else {
+            return Ok(None);
+        };
+        let range = key.range_last(ScoreRange::above(min_ms as f64))?;
+        range.current_score(ctx)
+    }
+
+    fn append(&mut self, now_ms: i64, count: u64) -> Result<(), StoreError> {
+        let ctx = self.ctx;
+        let key = self.writable()?;
+        let score = now_ms as f64;
+        let mut ids: Vec<i64> = Vec::new();
+        for _ in 0..count {
+            let mut id = member::fresh(now_ms);
+            // Among len + 1 consecutive ids at least one is free, so this
+            // loop ends; it almost always ends on the first try.
+            let attempts = key.cardinality()?.saturating_add(1);
+            let mut added = false;
+            for _ in 0..attempts {
+                let m = ModuleString::from_i64(ctx, id)?;
+                if key.add_nx(score, &m)? {
+                    added = true;
+                    break;
+                }
+                id = member::next(id);
+            }
+            if !added {
+                return Err(StoreError::Failed("finding a free member"));
+            }
+            ids.push(id);
+        }
+        let replicate = api!(RedisModule_Replicate)?;
+        if let [id] = ids.as_slice() {
+            // SAFETY: live context; "sll" is followed by a module string and
+            // two long longs.
+            replicated(unsafe {
+                replicate(
+                    ctx.ctx,
+                    c"ZADD".as_ptr(),
+                    c"sll".as_ptr(),
+                    self.name.inner,
+                    now_ms as c_longlong,
+                    *id as c_longlong,
+                )
+            })?;
+        } else {
+            let score_str = ModuleString::from_i64(ctx, now_ms)?;
+            let members = ids
+                .iter()
+                .map(|&id| ModuleString::from_i64(ctx, id))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut argv: Vec<*mut raw::RedisModuleString> = Vec::with_capacity(ids.len() * 2);
+            for m in &members {
+                argv.push(score_str.as_ptr());
+                argv.push(m.as_ptr());
+            }
+            // SAFETY: live context; "sv" is followed by a module string, then
+            // a pointer to `argv.len()` live module strings and that length.
+            // The server retains what it keeps before we free ours.
+            replicated(unsafe {
+                replicate(
+                    ctx.ctx,
+                    c"ZADD".as_ptr(),
+                    c"sv".as_ptr(),
+                    self.name.inner,
+                    argv.as_mut_ptr(),
+                    argv.len(),
+                )
+            })?;
+        }
         self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zadd");
         Ok(())
     }
 
     fn expire_at(&mut self, at_ms: i64) -> Result<(), StoreError> {
-        self.key.set_abs_expire(at_ms)?;
-        self.replicate_ll(c"PEXPIREAT", at_ms, None)?;
+        let ctx = self.ctx;
+        self.writable()?.set_abs_expire(at_ms)?;
+        let replicate = api!(RedisModule_Replicate)?;
+        // SAFETY: live context; "sl" is followed by a module string and a
+        // long long.
+        replicated(unsafe {
+            replicate(
+                ctx.ctx,
+                c"PEXPIREAT".as_ptr(),
+                c"sl".as_ptr(),
+                self.name.inner,
+                at_ms as c_longlong,
+            )
+        })?;
         self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire");
         Ok(())
     }

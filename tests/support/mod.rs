@@ -137,6 +137,12 @@ impl Options {
         self
     }
 
+    /// Arguments after the module path (`max-limit 10 ...`).
+    pub fn module_args(mut self, args: &[&str]) -> Self {
+        self.module_args = args.iter().map(|a| a.to_string()).collect();
+        self
+    }
+
     pub fn in_dir(mut self, dir: &Path) -> Self {
         self.dir = Some(dir.to_path_buf());
         self
@@ -144,6 +150,38 @@ impl Options {
 
     pub fn start(self) -> Server {
         Server::start(self)
+    }
+
+    /// Starts a server that is expected to refuse to start (e.g. the module
+    /// refuses its arguments); returns its log once the process has exited.
+    pub fn start_expecting_failure(self) -> String {
+        let dir = tempfile::Builder::new()
+            .prefix("slidewin-test-")
+            .tempdir()
+            .expect("temp dir");
+        let mut cmd = Command::new(self.flavor.binary());
+        cmd.arg("--port")
+            .arg(free_port().to_string())
+            .args(["--bind", "127.0.0.1"])
+            .arg("--dir")
+            .arg(dir.path())
+            .args(["--logfile", "server.log", "--save", ""]);
+        cmd.arg("--loadmodule").arg(module_path());
+        cmd.args(&self.module_args);
+        cmd.args(&self.extra);
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn server");
+        let exited = wait_until(START_DEADLINE, || matches!(child.try_wait(), Ok(Some(_))));
+        if !exited {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server started although it should have refused to");
+        }
+        std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default()
     }
 }
 
@@ -371,6 +409,29 @@ pub fn check_raw(c: &mut Connection, args: &[&[u8]]) -> redis::RedisResult<i64> 
         cmd.arg(*a);
     }
     cmd.query(c)
+}
+
+/// Runs a SLIDEWIN command with string arguments, returning the raw reply.
+pub fn slidewin(
+    c: &mut Connection,
+    command: &str,
+    args: &[&str],
+) -> redis::RedisResult<redis::Value> {
+    let mut cmd = redis::cmd(command);
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd.query(c)
+}
+
+/// Runs a SLIDEWIN command that must reply with the five-field array.
+pub fn detail(c: &mut Connection, command: &str, args: &[&str]) -> [i64; 5] {
+    let v: Vec<i64> = redis::cmd(command)
+        .arg(args)
+        .query(c)
+        .unwrap_or_else(|e| panic!("{command} {args:?}: {e}"));
+    v.try_into()
+        .unwrap_or_else(|v| panic!("{command} {args:?}: not five fields: {v:?}"))
 }
 
 /// Runs `SLIDEWIN.CHECK key limit window_ms`.

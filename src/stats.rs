@@ -1,0 +1,78 @@
+//! Counters since the module loaded, shown by `INFO slidewin`.
+//!
+//! Fields (the server prefixes each with `slidewin_`):
+//! `checks_allowed`, `checks_denied`, `peeks`, `cost_granted` (entries added
+//! by allowed checks) and `errors` (error replies the commands gave; arity
+//! errors come from the server itself, which checks the declared arity).
+
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use redis_module::raw;
+
+use crate::zset::api;
+
+static CHECKS_ALLOWED: AtomicU64 = AtomicU64::new(0);
+static CHECKS_DENIED: AtomicU64 = AtomicU64::new(0);
+static PEEKS: AtomicU64 = AtomicU64::new(0);
+static COST_GRANTED: AtomicU64 = AtomicU64::new(0);
+static ERRORS: AtomicU64 = AtomicU64::new(0);
+
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.fetch_add(by, Ordering::Relaxed);
+}
+
+pub fn record_check(allowed: bool, cost: u64) {
+    if allowed {
+        bump(&CHECKS_ALLOWED, 1);
+        bump(&COST_GRANTED, cost);
+    } else {
+        bump(&CHECKS_DENIED, 1);
+    }
+}
+
+pub fn record_peek() {
+    bump(&PEEKS, 1);
+}
+
+pub fn record_error() {
+    bump(&ERRORS, 1);
+}
+
+/// The counters as (field, value) pairs, in INFO order.
+pub fn snapshot() -> [(&'static std::ffi::CStr, u64); 5] {
+    let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    [
+        (c"checks_allowed", get(&CHECKS_ALLOWED)),
+        (c"checks_denied", get(&CHECKS_DENIED)),
+        (c"peeks", get(&PEEKS)),
+        (c"cost_granted", get(&COST_GRANTED)),
+        (c"errors", get(&ERRORS)),
+    ]
+}
+
+/// The INFO callback: one section, `slidewin_stats`.
+extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    let (Ok(section), Ok(field)) = (
+        api!(RedisModule_InfoAddSection),
+        api!(RedisModule_InfoAddFieldULongLong),
+    ) else {
+        return;
+    };
+    // SAFETY: `ctx` is the INFO context the server passed to this callback;
+    // names are NUL-terminated and copied by the server.
+    unsafe {
+        section(ctx, c"stats".as_ptr());
+        for (name, value) in snapshot() {
+            field(ctx, name.as_ptr(), value);
+        }
+    }
+}
+
+/// Installs [`info`] as the module's INFO callback.
+pub fn register(ctx: &redis_module::Context) {
+    if let Ok(register) = api!(RedisModule_RegisterInfoFunc) {
+        // SAFETY: load-time context and a callback with the expected type.
+        unsafe { register(ctx.ctx, Some(info)) };
+    }
+}

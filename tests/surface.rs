@@ -1,0 +1,884 @@
+//! The full command surface on Redis 7.0 and Valkey 8.1: DETAIL, COST,
+//! PEEK, INFO counters, configuration, command metadata and ACLs.
+
+mod support;
+
+use std::collections::HashMap;
+
+use redis::Value;
+use support::*;
+
+on_both_servers! {
+    detail_values_on_seeded_keys => detail_values;
+    detail_on_an_empty_key => detail_empty;
+    cost_edge_cases => cost_edges;
+    options_in_any_order_and_case => options_parsing;
+    option_errors_name_the_option => option_errors;
+    peek_writes_nothing => peek_writes_nothing;
+    peek_agrees_with_check => peek_agrees_with_check;
+    peek_on_a_replica_while_check_is_readonly => peek_on_replica;
+    peek_on_wrong_type => peek_wrongtype;
+    info_counters => info_counters;
+    config_from_load_arguments_and_at_runtime => config_load_and_runtime;
+    bad_load_arguments_refuse_the_module => bad_load_arguments;
+    command_info_and_docs => command_info_docs;
+    acl_categories_where_supported => acl_categories;
+    acl_dryrun_and_key_permissions => acl_dryrun;
+    resp3_detail_is_the_same_array => resp3_detail;
+}
+
+/// Seeds `key` with entries `ages` ms older than the module's own clock,
+/// then runs `command key args...` in the same script. Returns the clock
+/// reading the entries were aged against and the command's reply.
+const SEEDED: &str = r"
+redis.call('SLIDEWIN.CHECK', KEYS[2], 100000, 100000)
+local now = tonumber(redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2])
+redis.call('DEL', KEYS[2])
+local n = tonumber(ARGV[1])
+for i = 1, n do
+  redis.call('ZADD', KEYS[1], now - tonumber(ARGV[1 + i]), 'seed-' .. i)
+end
+local args = {}
+for i = n + 3, #ARGV do args[#args + 1] = ARGV[i] end
+return {now, redis.call(ARGV[n + 2], KEYS[1], unpack(args))}
+";
+
+fn seeded(
+    c: &mut Connection,
+    key: &str,
+    ages: &[i64],
+    command: &str,
+    args: &[&str],
+) -> (i64, Value) {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(SEEDED)
+        .arg(2)
+        .arg(key)
+        .arg(format!("{key}:probe"))
+        .arg(ages.len());
+    for a in ages {
+        cmd.arg(*a);
+    }
+    cmd.arg(command).arg(args);
+    let v: Vec<Value> = cmd.query(c).unwrap_or_else(|e| panic!("EVAL: {e}"));
+    let now: i64 = redis::from_redis_value(&v[0]).expect("now");
+    (now, v[1].clone())
+}
+
+fn five(v: &Value) -> [i64; 5] {
+    let v: Vec<i64> = redis::from_redis_value(v).unwrap_or_else(|e| panic!("{v:?}: {e}"));
+    v.try_into().expect("five fields")
+}
+
+/// Checks a DETAIL reply against the expected one. Servers that freeze the
+/// module clock for a script must match exactly; on Redis 7.0 the clock may
+/// tick between the seeding and the call, which shortens both waits by the
+/// same few milliseconds.
+fn assert_detail(flavor: Flavor, got: [i64; 5], expected: [i64; 5], what: &str) {
+    if flavor.frozen_clock() || got == expected {
+        assert_eq!(got, expected, "{what}");
+        return;
+    }
+    assert_eq!(got[..3], expected[..3], "{what}: allowed, limit, remaining");
+    let delta = expected[4] - got[4];
+    assert!((0..50).contains(&delta), "{what}: {got:?} vs {expected:?}");
+    if expected[3] > 0 {
+        assert_eq!(
+            expected[3] - got[3],
+            delta,
+            "{what}: retry and reset shift together"
+        );
+    } else {
+        assert_eq!(got[3], expected[3], "{what}");
+    }
+}
+
+fn detail_values(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    let ages = [9000, 5000, 1000];
+    // (key, command, args, expected) with entries 9000, 5000, 1000 ms old.
+    let cases: &[(&str, &str, &[&str], [i64; 5])] = &[
+        (
+            "a",
+            "SLIDEWIN.CHECK",
+            &["3", "10000", "DETAIL"],
+            [0, 3, 0, 1000, 9000],
+        ),
+        (
+            "b",
+            "SLIDEWIN.CHECK",
+            &["3", "10000", "COST", "2", "DETAIL"],
+            [0, 3, 0, 5000, 9000],
+        ),
+        (
+            "c",
+            "SLIDEWIN.CHECK",
+            &["4", "10000", "COST", "2", "DETAIL"],
+            [0, 4, 1, 1000, 9000],
+        ),
+        (
+            "d",
+            "SLIDEWIN.CHECK",
+            &["3", "10000", "COST", "4", "DETAIL"],
+            [0, 3, 0, -1, 9000],
+        ),
+        (
+            "e",
+            "SLIDEWIN.CHECK",
+            &["5", "10000", "COST", "2", "DETAIL"],
+            [1, 5, 0, 0, 10000],
+        ),
+        ("f", "SLIDEWIN.PEEK", &["3", "10000"], [0, 3, 0, 1000, 9000]),
+        (
+            "g",
+            "SLIDEWIN.PEEK",
+            &["3", "10000", "COST", "3"],
+            [0, 3, 0, 9000, 9000],
+        ),
+        (
+            "h",
+            "SLIDEWIN.PEEK",
+            &["6", "10000", "COST", "3"],
+            [1, 6, 3, 0, 9000],
+        ),
+        // A 6 s window: the 9000 ms old entry is outside and not counted.
+        ("i", "SLIDEWIN.PEEK", &["2", "6000"], [0, 2, 0, 1000, 5000]),
+        (
+            "j",
+            "SLIDEWIN.CHECK",
+            &["2", "6000", "DETAIL"],
+            [0, 2, 0, 1000, 5000],
+        ),
+    ];
+    for (key, command, args, expected) in cases {
+        let (_, reply) = seeded(&mut c, key, &ages, command, args);
+        assert_detail(
+            flavor,
+            five(&reply),
+            *expected,
+            &format!("{command} {key} {args:?}"),
+        );
+    }
+    // CHECK trimmed the expired entry of "j"; PEEK left the one of "i".
+    let zcard =
+        |c: &mut Connection, k: &str| -> i64 { redis::cmd("ZCARD").arg(k).query(c).unwrap() };
+    assert_eq!(zcard(&mut c, "j"), 2);
+    assert_eq!(zcard(&mut c, "i"), 3);
+    // The plain reply is the first field.
+    let (_, plain) = seeded(&mut c, "k", &ages, "SLIDEWIN.CHECK", &["3", "10000"]);
+    assert_eq!(plain, Value::Int(0));
+}
+
+fn detail_empty(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    assert_eq!(
+        detail(&mut c, "SLIDEWIN.CHECK", &["k", "3", "10000", "DETAIL"]),
+        [1, 3, 2, 0, 10000]
+    );
+    assert_eq!(
+        detail(&mut c, "SLIDEWIN.PEEK", &["missing", "3", "10000"]),
+        [1, 3, 3, 0, 0]
+    );
+    let r = detail(&mut c, "SLIDEWIN.CHECK", &["k", "3", "10000", "DETAIL"]);
+    assert_eq!(r[..4], [1, 3, 1, 0]);
+    assert!((9_000..=10_000).contains(&r[4]));
+}
+
+fn cost_edges(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    // COST equal to the limit fills the window at once, one entry per unit.
+    assert_eq!(
+        detail(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &["full", "4", "60000", "COST", "4", "DETAIL"]
+        ),
+        [1, 4, 0, 0, 60000]
+    );
+    let members: Vec<(String, i64)> = redis::cmd("ZRANGE")
+        .arg("full")
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(members.len(), 4);
+    let distinct: std::collections::HashSet<&String> = members.iter().map(|(m, _)| m).collect();
+    assert_eq!(distinct.len(), 4, "one member per unit");
+    assert!(members.iter().all(|(_, s)| *s == members[0].1), "one score");
+    // Now even a cost of 1 is denied, and must wait for all four (same score).
+    let r = detail(&mut c, "SLIDEWIN.CHECK", &["full", "4", "60000", "DETAIL"]);
+    assert_eq!(r[..3], [0, 4, 0]);
+    assert!(r[3] >= 1 && r[3] <= 60000 && r[3] == r[4], "{r:?}");
+    // A cost above the limit never passes, writes nothing, creates nothing.
+    assert_eq!(
+        detail(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &["none", "3", "60000", "COST", "4", "DETAIL"]
+        ),
+        [0, 3, 3, -1, 0]
+    );
+    let exists: i64 = redis::cmd("EXISTS").arg("none").query(&mut c).unwrap();
+    assert_eq!(exists, 0);
+    // A cost that fits partly is all-or-nothing.
+    assert_eq!(check(&mut c, "part", 5, 60000), 1);
+    let r = detail(
+        &mut c,
+        "SLIDEWIN.CHECK",
+        &["part", "5", "60000", "COST", "5", "DETAIL"],
+    );
+    assert_eq!(r[..3], [0, 5, 4]);
+    let n: i64 = redis::cmd("ZCARD").arg("part").query(&mut c).unwrap();
+    assert_eq!(n, 1);
+    // The largest accepted cost is max-limit.
+    assert_eq!(
+        detail(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &["big", "100000", "60000", "COST", "100000", "DETAIL"]
+        ),
+        [1, 100000, 0, 0, 60000]
+    );
+    let n: i64 = redis::cmd("ZCARD").arg("big").query(&mut c).unwrap();
+    assert_eq!(n, 100_000);
+}
+
+fn options_parsing(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    for (i, opts) in [
+        &["COST", "2", "DETAIL"][..],
+        &["DETAIL", "COST", "2"][..],
+        &["detail", "cost", "2"][..],
+        &["Detail", "CoSt", "2"][..],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let key = format!("opts:{i}");
+        let mut args = vec![key.as_str(), "5", "60000"];
+        args.extend_from_slice(opts);
+        assert_eq!(
+            detail(&mut c, "SLIDEWIN.CHECK", &args),
+            [1, 5, 3, 0, 60000],
+            "{opts:?}"
+        );
+    }
+    let mut args = vec!["opts:peek", "5", "60000", "cost", "6"];
+    assert_eq!(detail(&mut c, "SLIDEWIN.PEEK", &args)[..4], [0, 5, 5, -1]);
+    args.truncate(3);
+    assert_eq!(detail(&mut c, "SLIDEWIN.PEEK", &args), [1, 5, 5, 0, 0]);
+}
+
+fn option_errors(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    let cases: &[(&str, &[&[u8]], &str)] = &[
+        (
+            "SLIDEWIN.CHECK",
+            &[b"k", b"5", b"1000", b"FOO"],
+            "ERR unknown option 'FOO'",
+        ),
+        (
+            "SLIDEWIN.CHECK",
+            &[b"k", b"5", b"1000", b"\xff\r\n"],
+            "ERR unknown option '\\xff\\x0d\\x0a'",
+        ),
+        (
+            "SLIDEWIN.CHECK",
+            &[b"k", b"5", b"1000", b"COST"],
+            "ERR COST needs a count",
+        ),
+        (
+            "SLIDEWIN.CHECK",
+            &[b"k", b"5", b"1000", b"COST", b"0"],
+            "ERR COST count must be an integer between 1 and 100000",
+        ),
+        (
+            "SLIDEWIN.CHECK",
+            &[b"k", b"5", b"1000", b"COST", b"-2"],
+            "ERR COST count must be an integer between 1 and 100000",
+        ),
+        (
+            "SLIDEWIN.CHECK",
+            &[b"k", b"5", b"1000", b"COST", b"1.5"],
+            "ERR COST count must be an integer between 1 and 100000",
+        ),
+        (
+            "SLIDEWIN.CHECK",
+            &[b"k", b"5", b"1000", b"COST", b"100001"],
+            "ERR COST count must be an integer between 1 and 100000",
+        ),
+        (
+            "SLIDEWIN.CHECK",
+            &[b"k", b"5", b"1000", b"COST", b"1", b"cost", b"2"],
+            "ERR option COST given more than once",
+        ),
+        (
+            "SLIDEWIN.CHECK",
+            &[b"k", b"5", b"1000", b"DETAIL", b"DETAIL"],
+            "ERR option DETAIL given more than once",
+        ),
+        (
+            "SLIDEWIN.PEEK",
+            &[b"k", b"5", b"1000", b"DETAIL"],
+            "ERR unknown option 'DETAIL'",
+        ),
+        (
+            "SLIDEWIN.PEEK",
+            &[b"k", b"0", b"1000"],
+            "ERR limit must be an integer between 1 and 100000",
+        ),
+        (
+            "SLIDEWIN.PEEK",
+            &[b"k", b"5", b"0"],
+            "ERR window_ms must be an integer between 1 and 31622400000",
+        ),
+        (
+            "SLIDEWIN.PEEK",
+            &[b"k", b"5"],
+            "ERR wrong number of arguments for 'slidewin.peek' command",
+        ),
+    ];
+    let before = digest(&mut c);
+    for (command, args, expected) in cases {
+        let mut cmd = redis::cmd(command);
+        for a in *args {
+            cmd.arg(*a);
+        }
+        let err = cmd.query::<Value>(&mut c).expect_err("must be refused");
+        assert_eq!(error_text(&err), *expected, "{command} {args:?}");
+    }
+    assert_eq!(digest(&mut c), before, "errors change nothing");
+}
+
+fn repl_offset(c: &mut Connection) -> String {
+    info_field(c, "replication", "master_repl_offset").expect("offset")
+}
+
+fn peek_writes_nothing(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    // A key with two expired entries that a CHECK would trim.
+    let (_, _) = seeded(
+        &mut c,
+        "p",
+        &[90_000, 80_000, 1000],
+        "SLIDEWIN.PEEK",
+        &["5", "60000"],
+    );
+    let before = (digest(&mut c), repl_offset(&mut c));
+    for args in [
+        &["p", "5", "60000"][..],
+        &["p", "1", "60000"][..],
+        &["p", "5", "60000", "COST", "9"][..],
+        &["missing", "5", "60000"][..],
+        &["missing", "5", "60000", "COST", "2"][..],
+    ] {
+        slidewin(&mut c, "SLIDEWIN.PEEK", args).expect("PEEK");
+    }
+    assert_eq!((digest(&mut c), repl_offset(&mut c)), before);
+    let n: i64 = redis::cmd("ZCARD").arg("p").query(&mut c).unwrap();
+    assert_eq!(n, 3, "nothing trimmed");
+    let exists: i64 = redis::cmd("EXISTS").arg("missing").query(&mut c).unwrap();
+    assert_eq!(exists, 0, "nothing created");
+    // A peek counts only the entry inside the window.
+    let (_, r) = seeded(
+        &mut c,
+        "q",
+        &[90_000, 80_000, 1000],
+        "SLIDEWIN.PEEK",
+        &["1", "60000"],
+    );
+    assert_detail(flavor, five(&r), [0, 1, 0, 59_000, 59_000], "peek q");
+}
+
+fn peek_agrees_with_check(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    // In one script: PEEK, then CHECK DETAIL, on the same entries.
+    let script = r"
+        local p = redis.call('SLIDEWIN.PEEK', KEYS[1], ARGV[1], ARGV[2], 'COST', ARGV[3])
+        local c = redis.call('SLIDEWIN.CHECK', KEYS[1], ARGV[1], ARGV[2], 'COST', ARGV[3], 'DETAIL')
+        return {p, c}
+    ";
+    for (limit, cost) in [(3, 1), (3, 2), (4, 2), (3, 4), (6, 1)] {
+        let key = format!("agree:{limit}:{cost}");
+        let _ = seeded(
+            &mut c,
+            &key,
+            &[9000, 5000, 1000],
+            "SLIDEWIN.PEEK",
+            &["1", "1"],
+        );
+        let v: Vec<Value> = redis::cmd("EVAL")
+            .arg(script)
+            .arg(1)
+            .arg(&key)
+            .arg(limit)
+            .arg(10_000)
+            .arg(cost)
+            .query(&mut c)
+            .unwrap();
+        let (p, k) = (five(&v[0]), five(&v[1]));
+        assert_eq!(p[0], k[0], "same decision");
+        if k[0] == 0 && flavor.frozen_clock() {
+            assert_eq!(p, k, "a denied CHECK answers what PEEK said");
+        }
+        if k[0] == 1 {
+            assert_eq!(p[2] - cost, k[2], "CHECK consumed what PEEK had left");
+        }
+    }
+}
+
+fn peek_on_replica(flavor: Flavor) {
+    let master = Options::new(flavor).start();
+    let replica = Options::new(flavor)
+        .arg("replicaof", &format!("127.0.0.1 {}", master.port))
+        .start();
+    let mut r = replica.conn();
+    assert!(wait_until(
+        std::time::Duration::from_secs(20),
+        || info_field(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    ));
+    let mut m = master.conn();
+    for _ in 0..3 {
+        check(&mut m, "rl:1", 3, 60_000);
+    }
+    wait_caught_up(&master, &replica);
+    let before = digest(&mut r);
+    let err = slidewin(&mut r, "SLIDEWIN.CHECK", &["rl:1", "3", "60000"]).expect_err("replica");
+    assert!(
+        error_text(&err).starts_with("READONLY"),
+        "{}",
+        error_text(&err)
+    );
+    let p = detail(&mut r, "SLIDEWIN.PEEK", &["rl:1", "3", "60000"]);
+    assert_eq!(p[..3], [0, 3, 0]);
+    assert!(p[3] > 0 && p[3] <= 60_000);
+    assert_eq!(digest(&mut r), before);
+}
+
+fn peek_wrongtype(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    let _: () = redis::cmd("SET").arg("s").arg("v").query(&mut c).unwrap();
+    let err = slidewin(&mut c, "SLIDEWIN.PEEK", &["s", "3", "1000"]).expect_err("wrongtype");
+    assert_eq!(
+        error_text(&err),
+        "WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
+}
+
+fn stats(c: &mut Connection) -> HashMap<String, u64> {
+    let info: String = redis::cmd("INFO").arg("slidewin").query(c).unwrap();
+    info.lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter_map(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
+        .collect()
+}
+
+fn info_counters(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    let info: String = redis::cmd("INFO").arg("slidewin").query(&mut c).unwrap();
+    assert!(info.contains("# slidewin_stats"), "{info}");
+    check(&mut c, "i", 4, 60000);
+    detail(
+        &mut c,
+        "SLIDEWIN.CHECK",
+        &["i", "4", "60000", "COST", "2", "DETAIL"],
+    );
+    check(&mut c, "j", 4, 60000);
+    detail(
+        &mut c,
+        "SLIDEWIN.CHECK",
+        &["i", "4", "60000", "COST", "2", "DETAIL"],
+    );
+    check(&mut c, "i", 1, 60000);
+    for _ in 0..4 {
+        detail(&mut c, "SLIDEWIN.PEEK", &["i", "4", "60000"]);
+    }
+    for bad in [&["i", "0", "1"][..], &["i", "1", "1", "X"][..], &["i"][..]] {
+        slidewin(&mut c, "SLIDEWIN.CHECK", bad).expect_err("bad");
+    }
+    let _: () = redis::cmd("SET").arg("str").arg("v").query(&mut c).unwrap();
+    slidewin(&mut c, "SLIDEWIN.PEEK", &["str", "1", "1"]).expect_err("wrongtype");
+    let s = stats(&mut c);
+    let get = |f: &str| {
+        s.get(f)
+            .copied()
+            .unwrap_or_else(|| panic!("no {f} in {s:?}"))
+    };
+    assert_eq!(get("slidewin_checks_allowed"), 3);
+    assert_eq!(get("slidewin_checks_denied"), 2);
+    assert_eq!(get("slidewin_peeks"), 4);
+    assert_eq!(get("slidewin_cost_granted"), 4);
+    // The arity error is the server's own reply (the module declares its
+    // arity), so it is counted in INFO errorstats, not here.
+    assert_eq!(get("slidewin_errors"), 3);
+}
+
+fn config_get(c: &mut Connection, name: &str) -> String {
+    let v: HashMap<String, String> = redis::cmd("CONFIG").arg("GET").arg(name).query(c).unwrap();
+    v.get(name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {name} in {v:?}"))
+}
+
+fn config_load_and_runtime(flavor: Flavor) {
+    let server = Options::new(flavor)
+        .module_args(&["max-limit", "10", "max-window-ms", "5000"])
+        .start();
+    let mut c = server.conn();
+    assert_eq!(config_get(&mut c, "slidewin.max-limit"), "10");
+    assert_eq!(config_get(&mut c, "slidewin.max-window-ms"), "5000");
+    let all: HashMap<String, String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("slidewin.*")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(all.len(), 2, "{all:?}");
+    let err = slidewin(&mut c, "SLIDEWIN.CHECK", &["k", "11", "1000"]).expect_err("limit");
+    assert_eq!(
+        error_text(&err),
+        "ERR limit must be an integer between 1 and 10"
+    );
+    let err = slidewin(&mut c, "SLIDEWIN.CHECK", &["k", "5", "5001"]).expect_err("window");
+    assert_eq!(
+        error_text(&err),
+        "ERR window_ms must be an integer between 1 and 5000"
+    );
+    let err =
+        slidewin(&mut c, "SLIDEWIN.CHECK", &["k", "5", "1000", "COST", "11"]).expect_err("cost");
+    assert_eq!(
+        error_text(&err),
+        "ERR COST count must be an integer between 1 and 10"
+    );
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slidewin.max-limit")
+        .arg(1000)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(config_get(&mut c, "slidewin.max-limit"), "1000");
+    assert_eq!(check(&mut c, "k", 11, 1000), 1);
+    for (name, bad) in [
+        ("slidewin.max-limit", "0"),
+        ("slidewin.max-limit", "10000001"),
+        ("slidewin.max-limit", "abc"),
+        ("slidewin.max-window-ms", "-1"),
+        ("slidewin.max-window-ms", "3155760000001"),
+    ] {
+        let err = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(bad)
+            .query::<()>(&mut c)
+            .expect_err("refused");
+        assert!(
+            error_text(&err).starts_with("ERR"),
+            "{name} {bad}: {}",
+            error_text(&err)
+        );
+    }
+    assert_eq!(
+        config_get(&mut c, "slidewin.max-limit"),
+        "1000",
+        "unchanged"
+    );
+}
+
+fn bad_load_arguments(flavor: Flavor) {
+    for (args, expected) in [
+        (&["max-limt", "5"][..], "unknown module argument 'max-limt'"),
+        (
+            &["max-limit", "0"][..],
+            "max-limit must be an integer between 1 and 10000000",
+        ),
+        (
+            &["max-window-ms"][..],
+            "module argument max-window-ms needs a value",
+        ),
+    ] {
+        let log = Options::new(flavor)
+            .module_args(args)
+            .start_expecting_failure();
+        assert!(log.contains(expected), "{args:?}: log was\n{log}");
+    }
+}
+
+/// A flat RESP2 map (`[k1, v1, k2, v2, ...]`) or a RESP3 map as pairs.
+fn as_map(v: &Value) -> HashMap<String, Value> {
+    match v {
+        Value::Array(items) => items
+            .chunks(2)
+            .filter_map(|kv| match kv {
+                [k, v] => Some((redis::from_redis_value::<String>(k).ok()?, v.clone())),
+                _ => None,
+            })
+            .collect(),
+        Value::Map(pairs) => pairs
+            .iter()
+            .filter_map(|(k, v)| Some((redis::from_redis_value::<String>(k).ok()?, v.clone())))
+            .collect(),
+        other => panic!("not a map: {other:?}"),
+    }
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    redis::from_redis_value(v).unwrap_or_else(|e| panic!("{v:?}: {e}"))
+}
+
+fn command_info_docs(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    let info: Vec<Value> = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("slidewin.check")
+        .arg("slidewin.peek")
+        .query(&mut c)
+        .unwrap();
+    let expect = [
+        (
+            "slidewin.check",
+            &["write", "denyoom"][..],
+            &["readonly", "fast"][..],
+            &["RW", "access", "update"][..],
+        ),
+        (
+            "slidewin.peek",
+            &["readonly", "fast"][..],
+            &["write", "denyoom"][..],
+            &["RO", "access"][..],
+        ),
+    ];
+    for (entry, (name, has, lacks, key_flags)) in info.iter().zip(expect) {
+        let Value::Array(e) = entry else {
+            panic!("{entry:?}")
+        };
+        assert_eq!(redis::from_redis_value::<String>(&e[0]).unwrap(), name);
+        assert_eq!(redis::from_redis_value::<i64>(&e[1]).unwrap(), -4);
+        let flags = strings(&e[2]);
+        for f in has {
+            assert!(flags.contains(&f.to_string()), "{name}: {flags:?}");
+        }
+        for f in lacks {
+            assert!(!flags.contains(&f.to_string()), "{name}: {flags:?}");
+        }
+        let Value::Array(specs) = &e[8] else {
+            panic!("key specs {:?}", e[8])
+        };
+        assert_eq!(specs.len(), 1);
+        let spec = as_map(&specs[0]);
+        assert_eq!(
+            strings(&spec["flags"]),
+            key_flags.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+        );
+    }
+    let docs: Value = redis::cmd("COMMAND")
+        .arg("DOCS")
+        .arg("slidewin.check")
+        .arg("slidewin.peek")
+        .query(&mut c)
+        .unwrap();
+    let docs = as_map(&docs);
+    for (name, args) in [
+        (
+            "slidewin.check",
+            &[
+                ("key", "key", None),
+                ("limit", "integer", None),
+                ("window_ms", "integer", None),
+                ("count", "integer", Some("COST")),
+                ("detail", "pure-token", Some("DETAIL")),
+            ][..],
+        ),
+        (
+            "slidewin.peek",
+            &[
+                ("key", "key", None),
+                ("limit", "integer", None),
+                ("window_ms", "integer", None),
+                ("count", "integer", Some("COST")),
+            ][..],
+        ),
+    ] {
+        let doc = as_map(&docs[name]);
+        assert!(
+            redis::from_redis_value::<String>(&doc["summary"])
+                .unwrap()
+                .len()
+                > 20
+        );
+        assert_eq!(
+            redis::from_redis_value::<String>(&doc["since"]).unwrap(),
+            "0.1.0"
+        );
+        assert!(redis::from_redis_value::<String>(&doc["complexity"])
+            .unwrap()
+            .starts_with("O("));
+        assert_eq!(
+            redis::from_redis_value::<String>(&doc["module"]).unwrap(),
+            "slidewin"
+        );
+        let Value::Array(got) = &doc["arguments"] else {
+            panic!("arguments")
+        };
+        assert_eq!(got.len(), args.len(), "{name}");
+        for (arg, (arg_name, arg_type, token)) in got.iter().zip(args) {
+            let a = as_map(arg);
+            assert_eq!(
+                redis::from_redis_value::<String>(&a["name"]).unwrap(),
+                *arg_name
+            );
+            assert_eq!(
+                redis::from_redis_value::<String>(&a["type"]).unwrap(),
+                *arg_type
+            );
+            match token {
+                Some(t) => {
+                    assert_eq!(redis::from_redis_value::<String>(&a["token"]).unwrap(), *t);
+                    assert_eq!(strings(&a["flags"]), vec!["optional".to_string()]);
+                }
+                None => assert!(!a.contains_key("token")),
+            }
+        }
+    }
+}
+
+fn acl_categories(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    let info: Vec<Value> = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("slidewin.check")
+        .arg("slidewin.peek")
+        .query(&mut c)
+        .unwrap();
+    let cats: Vec<Vec<String>> = info
+        .iter()
+        .map(|e| match e {
+            Value::Array(e) => strings(&e[6]),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    if flavor == Flavor::Valkey {
+        assert_eq!(cats[0], ["@write", "@sortedset"]);
+        assert_eq!(cats[1], ["@read", "@sortedset", "@fast"]);
+        let in_cat = |c: &mut Connection, cat: &str| -> Vec<String> {
+            redis::cmd("ACL").arg("CAT").arg(cat).query(c).unwrap()
+        };
+        assert!(in_cat(&mut c, "write").contains(&"slidewin.check".to_string()));
+        assert!(!in_cat(&mut c, "write").contains(&"slidewin.peek".to_string()));
+        assert!(in_cat(&mut c, "read").contains(&"slidewin.peek".to_string()));
+        assert!(in_cat(&mut c, "fast").contains(&"slidewin.peek".to_string()));
+        assert!(in_cat(&mut c, "sortedset").contains(&"slidewin.check".to_string()));
+        // A user granted @read only may peek but not check.
+        let _: () = redis::cmd("ACL")
+            .arg(&["SETUSER", "reader", "on", "nopass", "~*", "+@read"])
+            .query(&mut c)
+            .unwrap();
+        let dry = |c: &mut Connection, cmd: &str| -> String {
+            redis::cmd("ACL")
+                .arg(&["DRYRUN", "reader", cmd, "k", "1", "1000"])
+                .query(c)
+                .unwrap()
+        };
+        assert_eq!(dry(&mut c, "slidewin.peek"), "OK");
+        assert!(dry(&mut c, "slidewin.check").contains("no permissions to run"));
+    } else {
+        // Redis 7.0 has no per-command categories for modules: none are
+        // shown, and the module still loads and works.
+        assert!(cats.iter().all(|c| c.is_empty()), "{cats:?}");
+        assert_eq!(check(&mut c, "k", 1, 1000), 1);
+    }
+}
+
+fn acl_dryrun(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    for rule in [
+        &["SETUSER", "rw", "on", ">pw", "~rl:*", "+@all"][..],
+        &["SETUSER", "ro", "on", ">pw", "%R~rl:*", "+@all"][..],
+        &["SETUSER", "other", "on", ">pw", "~other:*", "+@all"][..],
+    ] {
+        let _: () = redis::cmd("ACL").arg(rule).query(&mut c).unwrap();
+    }
+    let dry = |c: &mut Connection, user: &str, cmd: &str, key: &str| -> String {
+        redis::cmd("ACL")
+            .arg(&["DRYRUN", user, cmd, key, "5", "1000"])
+            .query(c)
+            .unwrap()
+    };
+    let cases = [
+        ("rw", "slidewin.check", "rl:1", None),
+        ("rw", "slidewin.peek", "rl:1", None),
+        ("rw", "slidewin.check", "other:1", Some("other:1")),
+        ("ro", "slidewin.peek", "rl:1", None),
+        ("ro", "slidewin.check", "rl:1", Some("rl:1")),
+        ("other", "slidewin.check", "rl:1", Some("rl:1")),
+        ("other", "slidewin.peek", "rl:1", Some("rl:1")),
+        ("other", "slidewin.check", "other:1", None),
+    ];
+    for (user, cmd, key, denied_key) in cases {
+        let got = dry(&mut c, user, cmd, key);
+        match denied_key {
+            None => assert_eq!(got, "OK", "{user} {cmd} {key}"),
+            Some(k) => assert!(
+                got.contains(&format!("no permissions to access the '{k}' key")),
+                "{user} {cmd} {key}: {got}"
+            ),
+        }
+    }
+    // And for real: the read-only user peeks, and is refused a check.
+    let mut ro = server.conn();
+    let _: () = redis::cmd("AUTH")
+        .arg("ro")
+        .arg("pw")
+        .query(&mut ro)
+        .unwrap();
+    assert_eq!(
+        detail(&mut ro, "SLIDEWIN.PEEK", &["rl:1", "5", "1000"])[0],
+        1
+    );
+    let err = slidewin(&mut ro, "SLIDEWIN.CHECK", &["rl:1", "5", "1000"]).expect_err("noperm");
+    assert!(
+        error_text(&err).starts_with("NOPERM"),
+        "{}",
+        error_text(&err)
+    );
+}
+
+fn resp3_detail(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let client =
+        redis::Client::open(format!("redis://127.0.0.1:{}/?protocol=resp3", server.port)).unwrap();
+    let mut c = client.get_connection().unwrap();
+    let v: Value = redis::cmd("SLIDEWIN.CHECK")
+        .arg(&["r3", "3", "10000", "DETAIL"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        v,
+        Value::Array(vec![
+            Value::Int(1),
+            Value::Int(3),
+            Value::Int(2),
+            Value::Int(0),
+            Value::Int(10000)
+        ])
+    );
+    let v: Value = redis::cmd("SLIDEWIN.PEEK")
+        .arg(&["r3", "3", "10000"])
+        .query(&mut c)
+        .unwrap();
+    assert!(
+        matches!(&v, Value::Array(items) if items.len() == 5),
+        "{v:?}"
+    );
+}
