@@ -5,7 +5,7 @@ MODULE := target/release/libslidewin.so
 MODULE_ARGS ?=
 REDIS_SERVER ?= redis-server
 
-.PHONY: help deps build test unit lint fmt run bench bench-smoke clean
+.PHONY: help deps build test unit lint fmt run bench bench-smoke cluster cluster-stop clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -35,6 +35,12 @@ run: build ## Run redis-server with the module on localhost:PORT (foreground)
 	@echo "redis-server on 127.0.0.1:$(PORT) with $(MODULE); try: redis-cli -p $(PORT) SLIDEWIN.CHECK sms:limit:1.2.3.4 5 60000"
 	$(REDIS_SERVER) --port $(PORT) --bind 127.0.0.1 --save "" --appendonly no \
 		--loadmodule $(CURDIR)/$(MODULE) $(MODULE_ARGS)
+
+cluster: build ## Start a local Redis Cluster (3 masters + 3 replicas, ports 30001-30006) with the module
+	@scripts/cluster.sh start
+
+cluster-stop: ## Stop the cluster started by make cluster
+	@scripts/cluster.sh stop
 
 bench: build ## Benchmark CHECK vs the Lua script (a few minutes); writes bench/results.md
 	python3 bench/bench.py --out bench/results.md $(BENCH_ARGS)
