@@ -22,6 +22,9 @@ on_both_servers! {
     failover_keeps_replicated_decisions => failover;
 }
 
+/// A master: (port, node id, slot ranges).
+type Master = (u16, String, Vec<(u16, u16)>);
+
 /// A cluster started with scripts/cluster.sh in a temp dir; stopped on drop.
 struct Cluster {
     flavor: Flavor,
@@ -117,8 +120,8 @@ impl Cluster {
             .expect("cluster connection")
     }
 
-    /// (port, node id, slot ranges) of every master, from CLUSTER NODES.
-    fn masters(&self, via: u16) -> Vec<(u16, String, Vec<(u16, u16)>)> {
+    /// Every master, from CLUSTER NODES.
+    fn masters(&self, via: u16) -> Vec<Master> {
         let nodes: String = redis::cmd("CLUSTER")
             .arg("NODES")
             .query(&mut self.conn(via))
