@@ -496,6 +496,48 @@ mod tests {
             .unwrap_or(i64::MAX)
     }
 
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// Move the clock by this many ms (negative: a backwards step).
+        Clock(i64),
+        /// A foreign writer (the old Lua script, a client clock) adds a score.
+        Foreign(f64),
+        Check {
+            limit: u64,
+            window: i64,
+            cost: u64,
+        },
+        Peek {
+            limit: u64,
+            window: i64,
+            cost: u64,
+        },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let req = (1u64..10, 1i64..1000, 1u64..12);
+        prop_oneof![
+            (-500i64..500).prop_map(Op::Clock),
+            prop_oneof![
+                (-1e6f64..1e7).boxed(),
+                Just(f64::MAX).boxed(),
+                Just(-0.0).boxed(),
+                (0i64..5000).prop_map(|v| v as f64 + 0.5).boxed(),
+            ]
+            .prop_map(Op::Foreign),
+            req.clone().prop_map(|(limit, window, cost)| Op::Check {
+                limit,
+                window,
+                cost
+            }),
+            req.prop_map(|(limit, window, cost)| Op::Peek {
+                limit,
+                window,
+                cost
+            }),
+        ]
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(1024))]
 
@@ -544,6 +586,57 @@ mod tests {
             for &end in &accepted {
                 let n = accepted.iter().filter(|&&s| s > end - window && s <= end).count();
                 prop_assert!(n as u64 <= limit);
+            }
+        }
+
+        /// Clock steps in both directions, foreign scores of any value and
+        /// random requests: never a panic, and every reply is consistent
+        /// with the log it was computed from.
+        #[test]
+        fn survives_clock_steps_and_foreign_entries(ops in proptest::collection::vec(op(), 1..150)) {
+            let mut log = MemoryLog::default();
+            let mut now = 1_000_000i64;
+            for op in ops {
+                match op {
+                    Op::Clock(step) => now += step,
+                    Op::Foreign(score) => log.scores.push(score),
+                    Op::Check { limit, window, cost } | Op::Peek { limit, window, cost } => {
+                        let is_peek = matches!(op, Op::Peek { .. });
+                        let r = detailed(limit, window, cost);
+                        let before = log.clone();
+                        let in_window = before.sorted_above(now - window).len() as u64;
+                        let v = if is_peek {
+                            unwrap(peek(&mut log, now, &r))
+                        } else {
+                            unwrap(check(&mut log, now, &r))
+                        };
+                        let d = v.detail.expect("detail");
+                        prop_assert_eq!(v.allowed, in_window + cost <= limit);
+                        prop_assert!(d.remaining <= limit);
+                        prop_assert!(d.reset_after_ms >= 0);
+                        if v.allowed {
+                            prop_assert_eq!(d.retry_after_ms, 0);
+                        } else if cost > limit {
+                            prop_assert_eq!(d.retry_after_ms, -1);
+                        } else {
+                            prop_assert!(d.retry_after_ms >= 1);
+                        }
+                        if is_peek || !v.allowed {
+                            // Nothing added; a check may only have trimmed.
+                            prop_assert_eq!(log.sorted_above(now - window), before.sorted_above(now - window));
+                        } else {
+                            prop_assert_eq!(log.sorted_above(now - window).len() as u64, in_window + cost);
+                            let at = v.expire_at_ms.expect("expiry");
+                            // The key outlives every entry that still counts.
+                            for s in log.sorted_above(now - window) {
+                                prop_assert!(s.is_nan() || s + window as f64 <= at as f64 + 1.0 || s >= i64::MAX as f64);
+                            }
+                        }
+                        if is_peek {
+                            prop_assert_eq!(&log.scores, &before.scores);
+                        }
+                    }
+                }
             }
         }
     }
