@@ -41,6 +41,53 @@ pub enum Command {
     Peek,
 }
 
+/// The options after the limit and window (CHECK, PEEK) or the rules (MCHECK).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Options {
+    cost: u64,
+    detail: bool,
+    with_members: bool,
+}
+
+/// Parses `[COST count] [DETAIL] [WITHMEMBERS]`; PEEK takes only COST.
+fn parse_options<'a>(
+    args: &mut impl Iterator<Item = &'a [u8]>,
+    write: bool,
+    bounds: Bounds,
+) -> Result<Options, ArgError> {
+    let mut o = Options {
+        cost: 1,
+        detail: false,
+        with_members: false,
+    };
+    let (mut seen_cost, mut seen_detail, mut seen_members) = (false, false, false);
+    let once = |seen: &mut bool, name: &'static str| {
+        if std::mem::replace(seen, true) {
+            Err(ArgError::RepeatedOption(name))
+        } else {
+            Ok(())
+        }
+    };
+    while let Some(option) = args.next() {
+        if option.eq_ignore_ascii_case(b"COST") {
+            once(&mut seen_cost, "COST")?;
+            let count = args.next().ok_or(ArgError::MissingCount)?;
+            o.cost = positive_at_most(count, bounds.max_limit).ok_or(ArgError::Count {
+                max: bounds.max_limit,
+            })?;
+        } else if write && option.eq_ignore_ascii_case(b"DETAIL") {
+            once(&mut seen_detail, "DETAIL")?;
+            o.detail = true;
+        } else if write && option.eq_ignore_ascii_case(b"WITHMEMBERS") {
+            once(&mut seen_members, "WITHMEMBERS")?;
+            o.with_members = true;
+        } else {
+            return Err(ArgError::UnknownOption(printable(option)));
+        }
+    }
+    Ok(o)
+}
+
 /// The validated arguments that follow the key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
@@ -52,6 +99,8 @@ pub struct Request {
     pub cost: u64,
     /// Reply with the five-field detail array instead of 1/0.
     pub detail: bool,
+    /// Also reply with the members added (implies the detail reply).
+    pub with_members: bool,
 }
 
 impl Request {
@@ -62,8 +111,31 @@ impl Request {
             window_ms,
             cost: 1,
             detail: false,
+            with_members: false,
         }
     }
+}
+
+/// The largest `numrules` of SLIDEWIN.MCHECK.
+pub const MAX_RULES: i64 = 64;
+
+/// One rule of SLIDEWIN.MCHECK: the key is argument `key_arg` of the
+/// command (counted from the command name), judged with `limit`/`window_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rule {
+    pub key_arg: usize,
+    pub limit: u64,
+    pub window_ms: i64,
+}
+
+/// The validated arguments of
+/// `SLIDEWIN.MCHECK numrules key limit window_ms [...] [COST count] [DETAIL] [WITHMEMBERS]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MultiRequest {
+    pub rules: Vec<Rule>,
+    pub cost: u64,
+    pub detail: bool,
+    pub with_members: bool,
 }
 
 /// Why an argument vector was refused. `Display` gives the exact reply text.
@@ -83,6 +155,8 @@ pub enum ArgError {
     UnknownOption(String),
     /// An option given twice.
     RepeatedOption(&'static str),
+    /// MCHECK's `numrules` is not an integer in `1..=MAX_RULES`.
+    NumRules,
 }
 
 impl fmt::Display for ArgError {
@@ -103,6 +177,10 @@ impl fmt::Display for ArgError {
             ArgError::RepeatedOption(name) => {
                 write!(f, "ERR option {name} given more than once")
             }
+            ArgError::NumRules => write!(
+                f,
+                "ERR numrules must be an integer between 1 and {MAX_RULES}, followed by that many 'key limit window_ms' triples"
+            ),
         }
     }
 }
@@ -162,6 +240,19 @@ pub fn printable(bytes: &[u8]) -> String {
     out
 }
 
+/// Parses a `limit window_ms` pair against the configured bounds.
+fn limit_and_window(limit: &[u8], window: &[u8], bounds: Bounds) -> Result<(u64, i64), ArgError> {
+    let limit = positive_at_most(limit, bounds.max_limit).ok_or(ArgError::Limit {
+        max: bounds.max_limit,
+    })?;
+    let window_ms = positive_at_most(window, bounds.max_window_ms)
+        .and_then(|w| i64::try_from(w).ok())
+        .ok_or(ArgError::Window {
+            max: bounds.max_window_ms,
+        })?;
+    Ok((limit, window_ms))
+}
+
 /// Parses what follows the key: `limit window_ms [options]`.
 pub fn parse<'a>(
     command: Command,
@@ -171,40 +262,53 @@ pub fn parse<'a>(
     let (Some(limit), Some(window)) = (args.next(), args.next()) else {
         return Err(ArgError::WrongArity);
     };
-    let limit = positive_at_most(limit, bounds.max_limit).ok_or(ArgError::Limit {
-        max: bounds.max_limit,
-    })?;
-    let window_ms = positive_at_most(window, bounds.max_window_ms)
-        .and_then(|w| i64::try_from(w).ok())
-        .ok_or(ArgError::Window {
-            max: bounds.max_window_ms,
-        })?;
-    let mut request = Request::new(limit, window_ms);
-    let (mut seen_cost, mut seen_detail) = (false, false);
-    while let Some(option) = args.next() {
-        if option.eq_ignore_ascii_case(b"COST") {
-            if seen_cost {
-                return Err(ArgError::RepeatedOption("COST"));
-            }
-            seen_cost = true;
-            let count = args.next().ok_or(ArgError::MissingCount)?;
-            request.cost = positive_at_most(count, bounds.max_limit).ok_or(ArgError::Count {
-                max: bounds.max_limit,
-            })?;
-        } else if command == Command::Check && option.eq_ignore_ascii_case(b"DETAIL") {
-            if seen_detail {
-                return Err(ArgError::RepeatedOption("DETAIL"));
-            }
-            seen_detail = true;
-            request.detail = true;
-        } else {
-            return Err(ArgError::UnknownOption(printable(option)));
-        }
+    let (limit, window_ms) = limit_and_window(limit, window, bounds)?;
+    let o = parse_options(&mut args, command == Command::Check, bounds)?;
+    Ok(Request {
+        limit,
+        window_ms,
+        cost: o.cost,
+        // PEEK always replies in detail; WITHMEMBERS extends the detail reply.
+        detail: o.detail || o.with_members || command == Command::Peek,
+        with_members: o.with_members,
+    })
+}
+
+/// Parses the arguments of SLIDEWIN.MCHECK after the command name:
+/// `numrules key limit window_ms [key limit window_ms ...] [options]`.
+pub fn parse_multi<'a>(
+    args: impl Iterator<Item = &'a [u8]>,
+    bounds: Bounds,
+) -> Result<MultiRequest, ArgError> {
+    let mut args = args.enumerate().map(|(i, a)| (i + 1, a));
+    let Some((_, numrules)) = args.next() else {
+        return Err(ArgError::WrongArity);
+    };
+    let numrules = parse_i64(numrules)
+        .filter(|n| (1..=MAX_RULES).contains(n))
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or(ArgError::NumRules)?;
+    let mut rules = Vec::with_capacity(numrules);
+    for _ in 0..numrules {
+        let (Some((key_arg, _)), Some((_, limit)), Some((_, window))) =
+            (args.next(), args.next(), args.next())
+        else {
+            return Err(ArgError::NumRules);
+        };
+        let (limit, window_ms) = limit_and_window(limit, window, bounds)?;
+        rules.push(Rule {
+            key_arg,
+            limit,
+            window_ms,
+        });
     }
-    if command == Command::Peek {
-        request.detail = true;
-    }
-    Ok(request)
+    let o = parse_options(&mut args.map(|(_, a)| a), true, bounds)?;
+    Ok(MultiRequest {
+        rules,
+        cost: o.cost,
+        detail: o.detail || o.with_members,
+        with_members: o.with_members,
+    })
 }
 
 #[cfg(test)]
@@ -306,6 +410,7 @@ mod tests {
                 window_ms: *window_ms,
                 cost: *cost,
                 detail: *detail,
+                with_members: false,
             };
             assert_eq!(
                 parse_strs(*command, args),
@@ -387,6 +492,67 @@ mod tests {
                 Err(expected),
                 "{command:?} {args:?}"
             );
+        }
+    }
+
+    #[test]
+    fn multi_requests() {
+        let p = |args: &[&str]| parse_multi(args.iter().map(|a| a.as_bytes()), Bounds::default());
+        let r = p(&[
+            "2",
+            "ip",
+            "5",
+            "60000",
+            "phone",
+            "1",
+            "60000",
+            "cost",
+            "2",
+            "WITHMEMBERS",
+        ])
+        .unwrap();
+        assert_eq!(
+            r.rules,
+            vec![
+                Rule {
+                    key_arg: 2,
+                    limit: 5,
+                    window_ms: 60_000
+                },
+                Rule {
+                    key_arg: 5,
+                    limit: 1,
+                    window_ms: 60_000
+                },
+            ]
+        );
+        assert_eq!((r.cost, r.detail, r.with_members), (2, true, true));
+        assert_eq!(p(&["1", "k", "1", "1"]).unwrap().rules.len(), 1);
+        let cases: &[(&[&str], ArgError)] = &[
+            (&[], ArgError::WrongArity),
+            (&["0", "k", "1", "1"], ArgError::NumRules),
+            (&["65"], ArgError::NumRules),
+            (&["x", "k", "1", "1"], ArgError::NumRules),
+            (&["2", "k", "1", "1"], ArgError::NumRules),
+            (&["2", "k", "1", "1", "k2", "1"], ArgError::NumRules),
+            (&["1", "k", "0", "1"], ArgError::Limit { max: 100_000 }),
+            (
+                &["1", "k", "1", "0"],
+                ArgError::Window {
+                    max: DEFAULT_MAX_WINDOW_MS,
+                },
+            ),
+            (
+                &["1", "k", "1", "1", "PEEK"],
+                ArgError::UnknownOption("PEEK".into()),
+            ),
+            (
+                &["1", "k", "1", "1", "DETAIL", "DETAIL"],
+                ArgError::RepeatedOption("DETAIL"),
+            ),
+        ];
+        for (args, expected) in cases {
+            assert_eq!(p(args), Err(expected.clone()), "{args:?}");
         }
     }
 

@@ -21,6 +21,10 @@ pub struct ArgDoc {
     /// The keyword that introduces the argument (`COST`, `DETAIL`).
     pub token: Option<&'static CStr>,
     pub optional: bool,
+    /// May repeat (MCHECK's rules).
+    pub multiple: bool,
+    /// The parts of a block argument.
+    pub subargs: &'static [ArgDoc],
 }
 
 const fn required(name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> ArgDoc {
@@ -30,7 +34,18 @@ const fn required(name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> 
         key_spec: None,
         token: None,
         optional: false,
+        multiple: false,
+        subargs: &[],
     }
+}
+
+/// Where a command's keys are.
+pub enum Keys {
+    /// One key, at argv[1].
+    First,
+    /// A count of rules at argv[1], the first key at argv[2], then every
+    /// `step`-th argument (MCHECK: step 3), options after the last rule.
+    Counted { step: c_int },
 }
 
 const KEY: ArgDoc = ArgDoc {
@@ -64,6 +79,14 @@ const DETAIL: ArgDoc = ArgDoc {
         raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
     )
 };
+const WITHMEMBERS: ArgDoc = ArgDoc {
+    token: Some(c"WITHMEMBERS"),
+    optional: true,
+    ..required(
+        c"withmembers",
+        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+    )
+};
 
 /// Everything the server is told about one command.
 pub struct CommandDoc {
@@ -72,7 +95,8 @@ pub struct CommandDoc {
     pub complexity: &'static CStr,
     pub since: &'static CStr,
     pub arity: c_int,
-    /// Key spec flags (REDISMODULE_CMD_KEY_*) of the single key at argv[1].
+    /// Where the keys are, and their key spec flags (REDISMODULE_CMD_KEY_*).
+    pub keys: Keys,
     pub key_flags: u32,
     pub args: &'static [ArgDoc],
 }
@@ -92,30 +116,92 @@ fn zeroed_arg() -> raw::RedisModuleCommandArg {
     }
 }
 
-fn key_spec(flags: u32) -> raw::RedisModuleCommandKeySpec {
+fn key_spec(keys: &Keys, flags: u32) -> raw::RedisModuleCommandKeySpec {
+    let (find_keys_type, fk) = match keys {
+        Keys::First => (
+            raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+            raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+                range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+                    lastkey: 0,
+                    keystep: 1,
+                    limit: 0,
+                },
+            },
+        ),
+        // From argv[2], every `step`-th argument. The servers read a keynum
+        // spec's count as a number of *arguments*, not of rules, so the spec
+        // is a range marked INCOMPLETE (options follow the rules) and the
+        // exact keys come from the command's getkeys-api answer.
+        Keys::Counted { step } => (
+            raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+            raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+                range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+                    lastkey: -1,
+                    keystep: *step,
+                    limit: 0,
+                },
+            },
+        ),
+    };
+    let (pos, flags) = match keys {
+        Keys::First => (1, flags),
+        Keys::Counted { .. } => (2, flags | raw::REDISMODULE_CMD_KEY_INCOMPLETE),
+    };
     raw::RedisModuleCommandKeySpec {
         notes: ptr::null(),
         flags: u64::from(flags),
         begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
         bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
-            index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos: 1 },
+            index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos },
         },
-        find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
-        fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
-            range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
-                lastkey: 0,
-                keystep: 1,
-                limit: 0,
-            },
-        },
+        find_keys_type,
+        fk,
     }
 }
 
 fn zeroed_key_spec() -> raw::RedisModuleCommandKeySpec {
-    let mut spec = key_spec(0);
+    let mut spec = key_spec(&Keys::First, 0);
     spec.begin_search_type = 0;
     spec.find_keys_type = 0;
     spec
+}
+
+/// The server's view of `args`, zero-terminated; nested blocks are kept
+/// alive in `keep` until the server has copied them.
+fn raw_args(
+    args: &[ArgDoc],
+    keep: &mut Vec<Vec<raw::RedisModuleCommandArg>>,
+) -> *mut raw::RedisModuleCommandArg {
+    let mut out: Vec<raw::RedisModuleCommandArg> = args
+        .iter()
+        .map(|a| {
+            let mut flags = 0;
+            if a.optional {
+                flags |= raw::REDISMODULE_CMD_ARG_OPTIONAL;
+            }
+            if a.multiple {
+                flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE;
+            }
+            raw::RedisModuleCommandArg {
+                name: a.name.as_ptr(),
+                type_: a.kind,
+                key_spec_index: a.key_spec.unwrap_or(-1),
+                token: a.token.map_or(ptr::null(), CStr::as_ptr),
+                flags: flags as c_int,
+                subargs: if a.subargs.is_empty() {
+                    ptr::null_mut()
+                } else {
+                    raw_args(a.subargs, keep)
+                },
+                ..zeroed_arg()
+            }
+        })
+        .collect();
+    out.push(zeroed_arg());
+    let p = out.as_mut_ptr();
+    // Moving the Vec into `keep` does not move its heap buffer.
+    keep.push(out);
+    p
 }
 
 /// Gives the server the metadata of an already created command.
@@ -134,24 +220,9 @@ pub fn set_command_info(ctx: &Context, doc: &CommandDoc) -> Result<(), StoreErro
         sizeof_arg: size_of::<raw::RedisModuleCommandArg>(),
     };
     // Both arrays end with a zeroed terminator, as the API requires.
-    let mut key_specs = [key_spec(doc.key_flags), zeroed_key_spec()];
-    let mut args: Vec<raw::RedisModuleCommandArg> = doc
-        .args
-        .iter()
-        .map(|a| raw::RedisModuleCommandArg {
-            name: a.name.as_ptr(),
-            type_: a.kind,
-            key_spec_index: a.key_spec.unwrap_or(-1),
-            token: a.token.map_or(ptr::null(), CStr::as_ptr),
-            flags: if a.optional {
-                raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int
-            } else {
-                0
-            },
-            ..zeroed_arg()
-        })
-        .collect();
-    args.push(zeroed_arg());
+    let mut key_specs = [key_spec(&doc.keys, doc.key_flags), zeroed_key_spec()];
+    let mut keep = Vec::new();
+    let args = raw_args(doc.args, &mut keep);
     let mut info = raw::RedisModuleCommandInfo {
         version: &version,
         summary: doc.summary.as_ptr(),
@@ -161,7 +232,7 @@ pub fn set_command_info(ctx: &Context, doc: &CommandDoc) -> Result<(), StoreErro
         tips: ptr::null(),
         arity: doc.arity,
         key_specs: key_specs.as_mut_ptr(),
-        args: args.as_mut_ptr(),
+        args,
     };
     // SAFETY: every pointer in `info` refers to data alive until this call
     // returns (the server copies what it keeps), both arrays are terminated
@@ -184,7 +255,8 @@ pub const CHECK: CommandDoc = CommandDoc {
     key_flags: raw::REDISMODULE_CMD_KEY_RW
         | raw::REDISMODULE_CMD_KEY_ACCESS
         | raw::REDISMODULE_CMD_KEY_UPDATE,
-    args: &[KEY, LIMIT, WINDOW, COST, DETAIL],
+    keys: Keys::First,
+    args: &[KEY, LIMIT, WINDOW, COST, DETAIL, WITHMEMBERS],
 };
 
 /// `SLIDEWIN.PEEK key limit window_ms [COST count]`.
@@ -195,5 +267,57 @@ pub const PEEK: CommandDoc = CommandDoc {
     since: c"0.1.0",
     arity: -4,
     key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
+    keys: Keys::First,
     args: &[KEY, LIMIT, WINDOW, COST],
+};
+
+/// `SLIDEWIN.MCHECK numrules key limit window_ms [...] [COST count] [DETAIL] [WITHMEMBERS]`.
+pub const MCHECK: CommandDoc = CommandDoc {
+    name: c"slidewin.mcheck",
+    summary: c"Judges several sliding-window rules (key limit window_ms) on one clock reading and records `count` units in every key only if every rule allows them; replies 1/0, or with DETAIL [allowed, retry_after_ms, one five-field array per rule].",
+    complexity: c"The sum over its keys of SLIDEWIN.CHECK's complexity.",
+    since: c"0.1.0",
+    arity: -5,
+    key_flags: raw::REDISMODULE_CMD_KEY_RW
+        | raw::REDISMODULE_CMD_KEY_ACCESS
+        | raw::REDISMODULE_CMD_KEY_UPDATE,
+    keys: Keys::Counted { step: 3 },
+    args: &[
+        required(
+            c"numrules",
+            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+        ),
+        ArgDoc {
+            multiple: true,
+            subargs: &[KEY, LIMIT, WINDOW],
+            ..required(
+                c"rule",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
+            )
+        },
+        COST,
+        DETAIL,
+        WITHMEMBERS,
+    ],
+};
+
+/// `SLIDEWIN.UNDO key member [member ...]`.
+pub const UNDO: CommandDoc = CommandDoc {
+    name: c"slidewin.undo",
+    summary: c"Removes entries a check added (members from WITHMEMBERS), giving the attempt back; replies how many were removed.",
+    complexity: c"O(M*log(N)) with M the members given and N the entries in the key.",
+    since: c"0.1.0",
+    arity: -3,
+    key_flags: raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_DELETE,
+    keys: Keys::First,
+    args: &[
+        KEY,
+        ArgDoc {
+            multiple: true,
+            ..required(
+                c"member",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+            )
+        },
+    ],
 };

@@ -6,7 +6,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::args::{self, ArgError, Command, Request};
-use crate::window::{self, Verdict};
+use crate::window::{self, Detail, MultiRule, Verdict};
 use crate::zset_log::ZsetLog;
 use crate::{clock, config, stats};
 
@@ -29,19 +29,42 @@ fn guarded(body: impl FnOnce() -> RedisResult) -> RedisResult {
     })
 }
 
-/// The reply for a verdict: `1`/`0`, or the five-field DETAIL array
-/// `[allowed, limit, remaining, retry_after_ms, reset_after_ms]`.
+fn int(v: u64) -> RedisValue {
+    RedisValue::Integer(i64::try_from(v).unwrap_or(i64::MAX))
+}
+
+/// The five DETAIL fields `[allowed, limit, remaining, retry_after_ms, reset_after_ms]`.
+fn five(allowed: bool, limit: u64, d: &Detail) -> Vec<RedisValue> {
+    vec![
+        RedisValue::Integer(i64::from(allowed)),
+        int(limit),
+        int(d.remaining),
+        RedisValue::Integer(d.retry_after_ms),
+        RedisValue::Integer(d.reset_after_ms),
+    ]
+}
+
+/// The members added, as bulk strings (what SLIDEWIN.UNDO takes back).
+fn members(ids: &[i64]) -> RedisValue {
+    RedisValue::Array(
+        ids.iter()
+            .map(|id| RedisValue::BulkString(id.to_string()))
+            .collect(),
+    )
+}
+
+/// The reply for a verdict: `1`/`0`, or the five-field DETAIL array, plus
+/// the members added with WITHMEMBERS.
 fn reply(request: &Request, verdict: &Verdict) -> RedisValue {
-    let allowed = i64::from(verdict.allowed);
-    match verdict.detail {
-        Some(d) if request.detail => RedisValue::Array(vec![
-            RedisValue::Integer(allowed),
-            RedisValue::Integer(i64::try_from(request.limit).unwrap_or(i64::MAX)),
-            RedisValue::Integer(i64::try_from(d.remaining).unwrap_or(i64::MAX)),
-            RedisValue::Integer(d.retry_after_ms),
-            RedisValue::Integer(d.reset_after_ms),
-        ]),
-        _ => RedisValue::Integer(allowed),
+    match &verdict.detail {
+        Some(d) if request.detail => {
+            let mut fields = five(verdict.allowed, request.limit, d);
+            if request.with_members {
+                fields.push(members(&verdict.members));
+            }
+            RedisValue::Array(fields)
+        }
+        _ => RedisValue::Integer(i64::from(verdict.allowed)),
     }
 }
 
@@ -68,12 +91,97 @@ fn execute(ctx: &Context, argv: &[RedisString], command: Command) -> RedisResult
     Ok(reply(&request, &verdict))
 }
 
-fn run(ctx: &Context, argv: &[RedisString], command: Command) -> RedisResult {
-    let result = guarded(|| execute(ctx, argv, command));
+fn counted(result: RedisResult) -> RedisResult {
     if result.is_err() {
         stats::record_error();
     }
     result
+}
+
+fn run(ctx: &Context, argv: &[RedisString], command: Command) -> RedisResult {
+    counted(guarded(|| execute(ctx, argv, command)))
+}
+
+/// Answers a key-position request (COMMAND GETKEYS, cluster routing, ACL
+/// key checks) for MCHECK: its keys are argv[2], argv[5], ... one per rule.
+fn report_multi_keys(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+    let rules = argv
+        .get(1)
+        .and_then(|n| args::parse_i64(n.as_slice()))
+        .filter(|n| (1..=args::MAX_RULES).contains(n))
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(0);
+    let key_at_pos = crate::zset::api!(RedisModule_KeyAtPos)?;
+    for pos in (0..rules).map(|i| 2 + 3 * i).filter(|&p| p < argv.len()) {
+        let pos = std::os::raw::c_int::try_from(pos).map_err(|_| RedisError::WrongArity)?;
+        // SAFETY: the context of a key-position request, and a position
+        // inside argv (checked above).
+        unsafe { key_at_pos(ctx.ctx, pos) };
+    }
+    Ok(RedisValue::NoReply)
+}
+
+fn execute_multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+    if let Ok(is_request) = crate::zset::api!(RedisModule_IsKeysPositionRequest) {
+        // SAFETY: the live command context.
+        if unsafe { is_request(ctx.ctx) } != 0 {
+            return report_multi_keys(ctx, argv);
+        }
+    }
+    let request = args::parse_multi(argv.iter().skip(1).map(|a| a.as_slice()), config::bounds())?;
+    // One log per distinct key, in order of first appearance.
+    let mut keys: Vec<&RedisString> = Vec::new();
+    let mut rules = Vec::with_capacity(request.rules.len());
+    for r in &request.rules {
+        let key = argv.get(r.key_arg).ok_or(RedisError::WrongArity)?;
+        let log = match keys.iter().position(|k| k.as_slice() == key.as_slice()) {
+            Some(i) => i,
+            None => {
+                keys.push(key);
+                keys.len() - 1
+            }
+        };
+        rules.push(MultiRule {
+            log,
+            limit: r.limit,
+            window_ms: r.window_ms,
+        });
+    }
+    let now = clock::now_ms().ok_or(RedisError::Str("ERR the server clock is unavailable"))?;
+    // Every key is opened and type-checked before anything changes.
+    let mut logs = keys
+        .iter()
+        .map(|k| ZsetLog::open_write(ctx, k))
+        .collect::<Result<Vec<_>, _>>()?;
+    let v = window::mcheck(&mut logs, &rules, now, request.cost, request.detail)?;
+    stats::record_check(v.allowed, v.members.len() as u64 * logs.len() as u64);
+    if !request.detail {
+        return Ok(RedisValue::Integer(i64::from(v.allowed)));
+    }
+    let mut fields = vec![
+        RedisValue::Integer(i64::from(v.allowed)),
+        RedisValue::Integer(v.retry_after_ms),
+    ];
+    for (rule, (ok, d)) in rules.iter().zip(&v.rules) {
+        fields.push(RedisValue::Array(five(*ok, rule.limit, d)));
+    }
+    if request.with_members {
+        fields.push(members(&v.members));
+    }
+    Ok(RedisValue::Array(fields))
+}
+
+fn execute_undo(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+    let [_, key, members @ ..] = argv else {
+        return Err(RedisError::WrongArity);
+    };
+    if members.is_empty() {
+        return Err(RedisError::WrongArity);
+    }
+    let mut log = ZsetLog::open_write(ctx, key)?;
+    let removed = log.remove_members(members)?;
+    stats::record_undo(removed);
+    Ok(int(removed))
 }
 
 /// `SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL]`
@@ -84,6 +192,25 @@ fn run(ctx: &Context, argv: &[RedisString], command: Command) -> RedisResult {
 /// replies 0 and adds nothing. DETAIL replies with the five-field array.
 pub fn check(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
     run(ctx, &argv, Command::Check)
+}
+
+/// `SLIDEWIN.MCHECK numrules key limit window_ms [key limit window_ms ...]
+/// [COST count] [DETAIL] [WITHMEMBERS]`
+///
+/// Judges every rule on one `now`; allowed only if every rule allows
+/// `count`, and then adds `count` entries (the same members) to each
+/// distinct key once. Replies 1/0, or with DETAIL
+/// `[allowed, retry_after_ms, [rule 1's five fields], ...]`.
+pub fn mcheck(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
+    counted(guarded(|| execute_multi(ctx, &argv)))
+}
+
+/// `SLIDEWIN.UNDO key member [member ...]`
+///
+/// Removes entries a check added (give an attempt back); replies how many
+/// were removed. Replicated as `ZREM` of the removed members.
+pub fn undo(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
+    counted(guarded(|| execute_undo(ctx, &argv)))
 }
 
 /// `SLIDEWIN.PEEK key limit window_ms [COST count]`

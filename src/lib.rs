@@ -51,12 +51,21 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     };
     config::register(ctx, &values);
     stats::register(ctx);
-    for doc in [&command_info::CHECK, &command_info::PEEK] {
+    // MCHECK's keys are only known to the server through its key spec, so
+    // without the metadata cluster routing and ACLs would be wrong: a
+    // failure refuses the load.
+    for doc in [
+        &command_info::CHECK,
+        &command_info::PEEK,
+        &command_info::MCHECK,
+        &command_info::UNDO,
+    ] {
         if let Err(e) = command_info::set_command_info(ctx, doc) {
             ctx.log_warning(&format!(
-                "slidewin: no command info for {}: {e}",
+                "slidewin: cannot set the command info of {}: {e}; module not loaded",
                 doc.name.to_string_lossy()
             ));
+            return Status::Err;
         }
     }
     Status::Ok
@@ -75,5 +84,9 @@ redis_module! {
         // server adds @write/@read and @fast/@slow from the flags).
         ["slidewin.check", commands::check, "write deny-oom", 1, 1, 1, "", "write sortedset"],
         ["slidewin.peek", commands::peek, "readonly fast", 1, 1, 1, "", "read sortedset fast"],
+        // MCHECK's keys (every third argument after numrules) are reported
+        // by the command itself (getkeys-api) and declared by its key spec.
+        ["slidewin.mcheck", commands::mcheck, "write deny-oom getkeys-api", 0, 0, 0, "", "write sortedset"],
+        ["slidewin.undo", commands::undo, "write fast", 1, 1, 1, "", "write sortedset fast"],
     ],
 }

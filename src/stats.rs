@@ -1,8 +1,10 @@
 //! Counters since the module loaded, shown by `INFO slidewin`.
 //!
 //! Fields (the server prefixes each with `slidewin_`):
-//! `checks_allowed`, `checks_denied`, `peeks`, `cost_granted` (entries added
-//! by allowed checks) and `errors` (error replies the commands gave; arity
+//! `checks_allowed`, `checks_denied` (CHECK and MCHECK calls), `peeks`,
+//! `cost_granted` (entries added by allowed checks, over all their keys),
+//! `undone` (entries SLIDEWIN.UNDO removed) and `errors` (error replies the
+//! commands gave; arity
 //! errors come from the server itself, which checks the declared arity).
 
 use std::os::raw::c_int;
@@ -17,6 +19,7 @@ static CHECKS_DENIED: AtomicU64 = AtomicU64::new(0);
 static PEEKS: AtomicU64 = AtomicU64::new(0);
 static COST_GRANTED: AtomicU64 = AtomicU64::new(0);
 static ERRORS: AtomicU64 = AtomicU64::new(0);
+static UNDONE: AtomicU64 = AtomicU64::new(0);
 
 fn bump(counter: &AtomicU64, by: u64) {
     counter.fetch_add(by, Ordering::Relaxed);
@@ -35,18 +38,23 @@ pub fn record_peek() {
     bump(&PEEKS, 1);
 }
 
+pub fn record_undo(removed: u64) {
+    bump(&UNDONE, removed);
+}
+
 pub fn record_error() {
     bump(&ERRORS, 1);
 }
 
 /// The counters as (field, value) pairs, in INFO order.
-pub fn snapshot() -> [(&'static std::ffi::CStr, u64); 5] {
+pub fn snapshot() -> [(&'static std::ffi::CStr, u64); 6] {
     let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
     [
         (c"checks_allowed", get(&CHECKS_ALLOWED)),
         (c"checks_denied", get(&CHECKS_DENIED)),
         (c"peeks", get(&PEEKS)),
         (c"cost_granted", get(&COST_GRANTED)),
+        (c"undone", get(&UNDONE)),
         (c"errors", get(&ERRORS)),
     ]
 }

@@ -35,8 +35,19 @@ pub trait WindowLog {
     fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, Self::Error>;
 
     /// Adds `count` entries scored `now_ms`, each under a member unique in
-    /// the log.
-    fn append(&mut self, now_ms: i64, count: u64) -> Result<(), Self::Error>;
+    /// the log; pushes the member ids used onto `added` when given.
+    fn append(
+        &mut self,
+        now_ms: i64,
+        count: u64,
+        added: Option<&mut Vec<i64>>,
+    ) -> Result<(), Self::Error>;
+
+    /// Whether member `id` is in the log.
+    fn has_member(&mut self, id: i64) -> Result<bool, Self::Error>;
+
+    /// Adds one entry scored `now_ms` for each id, which must be free.
+    fn append_members(&mut self, now_ms: i64, ids: &[i64]) -> Result<(), Self::Error>;
 
     /// Sets the absolute time (ms) at which the whole log expires.
     fn expire_at(&mut self, at_ms: i64) -> Result<(), Self::Error>;
@@ -55,7 +66,7 @@ pub struct Detail {
 }
 
 /// What one call decided and did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
     /// Whether the call was (or, for a peek, would be) allowed.
     pub allowed: bool,
@@ -69,6 +80,8 @@ pub struct Verdict {
     pub expire_at_ms: Option<i64>,
     /// The detail fields, when they were asked for.
     pub detail: Option<Detail>,
+    /// The member ids added, when they were asked for.
+    pub members: Vec<i64>,
 }
 
 /// The newest score that has already expired at `now_ms`: entries scored at
@@ -156,10 +169,16 @@ pub fn check<L: WindowLog>(
             added: 0,
             expire_at_ms: None,
             detail,
+            members: Vec::new(),
         });
     }
     let newest_after_now = log.newest_above(now_ms)?;
-    log.append(now_ms, request.cost)?;
+    let mut members = Vec::new();
+    log.append(
+        now_ms,
+        request.cost,
+        request.with_members.then_some(&mut members),
+    )?;
     let at = expiry(now_ms, newest_after_now, request.window_ms);
     log.expire_at(at)?;
     let count = n.saturating_add(request.cost);
@@ -174,6 +193,7 @@ pub fn check<L: WindowLog>(
             retry_after_ms: 0,
             reset_after_ms: at.saturating_sub(now_ms),
         }),
+        members,
     })
 }
 
@@ -203,6 +223,179 @@ pub fn peek<L: WindowLog>(
             retry_after_ms,
             reset_after_ms: reset_after(log.newest_above(cut)?, now_ms, request.window_ms),
         }),
+        members: Vec::new(),
+    })
+}
+
+/// One rule of a multi-rule check: the log it judges (an index into the
+/// logs of the call) and its limit and window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MultiRule {
+    pub log: usize,
+    pub limit: u64,
+    pub window_ms: i64,
+}
+
+/// What a multi-rule check decided and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MultiVerdict {
+    /// Whether every rule allowed the cost (and it was added to every log).
+    pub allowed: bool,
+    /// 0 when allowed; -1 if a rule can never pass; else the largest wait
+    /// over the rules that denied.
+    pub retry_after_ms: i64,
+    /// Each rule's own verdict and detail, in the order given.
+    pub rules: Vec<(bool, Detail)>,
+    /// The member ids added to every log (the same ids in each).
+    pub members: Vec<i64>,
+    /// Expired entries removed over all logs.
+    pub trimmed: u64,
+}
+
+/// Picks `count` member ids free in every log.
+fn shared_members<L: WindowLog>(
+    logs: &mut [L],
+    now_ms: i64,
+    count: u64,
+) -> Result<Vec<i64>, L::Error> {
+    let mut ids: Vec<i64> = Vec::new();
+    for _ in 0..count {
+        let mut id = crate::member::fresh(now_ms);
+        // Each log holds finitely many members, so this ends; with ids built
+        // from the clock and a sequence it almost always ends at once.
+        'search: loop {
+            if ids.contains(&id) {
+                id = crate::member::next(id);
+                continue;
+            }
+            for log in logs.iter_mut() {
+                if log.has_member(id)? {
+                    id = crate::member::next(id);
+                    continue 'search;
+                }
+            }
+            break;
+        }
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
+/// Runs one `SLIDEWIN.MCHECK`: every rule is judged on the same `now_ms`;
+/// the call is allowed only if every rule allows `cost`, and then `cost`
+/// entries are added once to each log (not once per rule), each log expiring
+/// with the longest window its rules give. Each log is trimmed by its
+/// longest window only, so no rule loses entries it still needs.
+pub fn mcheck<L: WindowLog>(
+    logs: &mut [L],
+    rules: &[MultiRule],
+    now_ms: i64,
+    cost: u64,
+    detail: bool,
+) -> Result<MultiVerdict, L::Error> {
+    let longest = |log: usize| {
+        rules
+            .iter()
+            .filter(|r| r.log == log)
+            .map(|r| r.window_ms)
+            .max()
+    };
+    let mut trimmed = 0u64;
+    for (i, log) in logs.iter_mut().enumerate() {
+        if let Some(w) = longest(i) {
+            trimmed = trimmed.saturating_add(log.trim(cutoff(now_ms, w))?);
+        }
+    }
+    let mut counts = Vec::with_capacity(rules.len());
+    for r in rules {
+        let Some(log) = logs.get_mut(r.log) else {
+            counts.push(0);
+            continue;
+        };
+        counts.push(log.count_above(cutoff(now_ms, r.window_ms))?);
+    }
+    let request = |r: &MultiRule| Request {
+        limit: r.limit,
+        window_ms: r.window_ms,
+        cost,
+        detail: true,
+        with_members: false,
+    };
+    let fits_each: Vec<bool> = rules
+        .iter()
+        .zip(&counts)
+        .map(|(r, &n)| fits(n, &request(r)))
+        .collect();
+    let allowed = !rules.is_empty() && fits_each.iter().all(|&f| f);
+
+    let mut members = Vec::new();
+    let mut newest_after_now: Vec<Option<f64>> = vec![None; logs.len()];
+    if allowed {
+        for (i, log) in logs.iter_mut().enumerate() {
+            newest_after_now[i] = log.newest_above(now_ms)?;
+        }
+        members = shared_members(logs, now_ms, cost)?;
+        for (i, log) in logs.iter_mut().enumerate() {
+            if let Some(w) = longest(i) {
+                log.append_members(now_ms, &members)?;
+                log.expire_at(expiry(now_ms, newest_after_now[i], w))?;
+            }
+        }
+    }
+
+    let mut details = Vec::with_capacity(rules.len());
+    let mut retry = 0i64;
+    for ((r, &n), &fits_rule) in rules.iter().zip(&counts).zip(&fits_each) {
+        let req = request(r);
+        let Some(log) = logs.get_mut(r.log) else {
+            continue;
+        };
+        let count_after = if allowed { n.saturating_add(cost) } else { n };
+        let own_retry = if fits_rule {
+            0
+        } else {
+            retry_after(log, now_ms, &req, n)?
+        };
+        if !fits_rule {
+            retry = if own_retry < 0 || retry < 0 {
+                -1
+            } else {
+                retry.max(own_retry)
+            };
+        }
+        if !detail {
+            continue;
+        }
+        let reset_after_ms = if allowed {
+            let newest = newest_after_now
+                .get(r.log)
+                .copied()
+                .flatten()
+                .filter(|&s| s > now_ms as f64)
+                .unwrap_or(now_ms as f64);
+            ms_until_expired(newest, r.window_ms, now_ms).max(0)
+        } else {
+            reset_after(
+                log.newest_above(cutoff(now_ms, r.window_ms))?,
+                now_ms,
+                r.window_ms,
+            )
+        };
+        details.push((
+            fits_rule,
+            Detail {
+                remaining: r.limit.saturating_sub(count_after),
+                retry_after_ms: own_retry,
+                reset_after_ms,
+            },
+        ));
+    }
+    Ok(MultiVerdict {
+        allowed,
+        retry_after_ms: if allowed { 0 } else { retry },
+        rules: details,
+        members,
+        trimmed,
     })
 }
 
@@ -212,6 +405,8 @@ pub fn peek<L: WindowLog>(
 pub struct MemoryLog {
     pub scores: Vec<f64>,
     pub expire_at_ms: Option<i64>,
+    /// Member ids this log added (for WITHMEMBERS and shared members).
+    pub members: Vec<i64>,
 }
 
 #[cfg(test)]
@@ -258,9 +453,28 @@ impl WindowLog for MemoryLog {
         Ok(self.sorted_above(min_ms).last().copied())
     }
 
-    fn append(&mut self, now_ms: i64, count: u64) -> Result<(), Self::Error> {
-        for _ in 0..count {
+    fn append(
+        &mut self,
+        now_ms: i64,
+        count: u64,
+        added: Option<&mut Vec<i64>>,
+    ) -> Result<(), Self::Error> {
+        let ids: Vec<i64> = (0..count).map(|_| crate::member::fresh(now_ms)).collect();
+        self.append_members(now_ms, &ids)?;
+        if let Some(added) = added {
+            added.extend(ids);
+        }
+        Ok(())
+    }
+
+    fn has_member(&mut self, id: i64) -> Result<bool, Self::Error> {
+        Ok(self.members.contains(&id))
+    }
+
+    fn append_members(&mut self, now_ms: i64, ids: &[i64]) -> Result<(), Self::Error> {
+        for &id in ids {
             self.scores.push(now_ms as f64);
+            self.members.push(id);
         }
         Ok(())
     }
@@ -286,6 +500,7 @@ mod tests {
             window_ms,
             cost,
             detail: true,
+            with_members: false,
         }
     }
 
@@ -299,7 +514,7 @@ mod tests {
     fn log_of(scores: &[f64]) -> MemoryLog {
         MemoryLog {
             scores: scores.to_vec(),
-            expire_at_ms: None,
+            ..MemoryLog::default()
         }
     }
 
@@ -496,6 +711,112 @@ mod tests {
             .unwrap_or(i64::MAX)
     }
 
+    fn rule(log: usize, limit: u64, window_ms: i64) -> MultiRule {
+        MultiRule {
+            log,
+            limit,
+            window_ms,
+        }
+    }
+
+    #[test]
+    fn mcheck_sms_policy_is_all_or_nothing() {
+        // ip: 5 per minute; phone: 1 per minute and 10 per day.
+        let day = 86_400_000;
+        let rules = [rule(0, 5, 60_000), rule(1, 1, 60_000), rule(1, 10, day)];
+        let mut logs = vec![MemoryLog::default(), MemoryLog::default()];
+        let v = unwrap(mcheck(&mut logs, &rules, 1_000_000, 1, true));
+        assert!(v.allowed);
+        assert_eq!(v.members.len(), 1);
+        assert_eq!(logs[0].scores.len(), 1);
+        assert_eq!(logs[1].scores.len(), 1, "once per key, not once per rule");
+        assert_eq!(
+            logs[0].members, logs[1].members,
+            "the same member in each key"
+        );
+        assert_eq!(logs[0].expire_at_ms, Some(1_000_000 + 60_000));
+        assert_eq!(
+            logs[1].expire_at_ms,
+            Some(1_000_000 + day),
+            "the longest window"
+        );
+        let details: Vec<(bool, [i64; 3])> = v
+            .rules
+            .iter()
+            .map(|(ok, d)| {
+                (
+                    *ok,
+                    [d.remaining as i64, d.retry_after_ms, d.reset_after_ms],
+                )
+            })
+            .collect();
+        assert_eq!(
+            details,
+            [
+                (true, [4, 0, 60_000]),
+                (true, [0, 0, 60_000]),
+                (true, [9, 0, day])
+            ]
+        );
+        // A second SMS to the same phone a second later: the phone's minute
+        // rule denies, so the ip is not charged either.
+        let v = unwrap(mcheck(&mut logs, &rules, 1_001_000, 1, true));
+        assert!(!v.allowed);
+        assert_eq!(v.retry_after_ms, 59_000);
+        assert_eq!(logs[0].scores.len(), 1, "nothing added anywhere");
+        assert_eq!(logs[1].scores.len(), 1);
+        assert_eq!(v.rules[0].0, true);
+        assert_eq!(v.rules[1].0, false);
+        assert_eq!(v.rules[1].1.retry_after_ms, 59_000);
+        // A minute later it passes again.
+        let v = unwrap(mcheck(&mut logs, &rules, 1_060_000, 1, false));
+        assert!(v.allowed);
+        assert!(v.rules.is_empty(), "no detail unless asked");
+        assert_eq!(logs[1].scores.len(), 2, "the day rule kept the older entry");
+    }
+
+    #[test]
+    fn mcheck_trims_a_shared_key_only_by_its_longest_window() {
+        let rules = [rule(0, 1, 100), rule(0, 5, 1000)];
+        let mut logs = vec![log_of(&[500.0])];
+        // At 700 the entry is outside the 100 ms rule but inside the 1 s one.
+        let v = unwrap(mcheck(&mut logs, &rules, 700, 1, true));
+        assert!(v.allowed);
+        assert_eq!(
+            logs[0].scores,
+            vec![500.0, 700.0],
+            "the 1 s rule still needs 500"
+        );
+        assert_eq!(v.rules[0].1.remaining, 0);
+        assert_eq!(v.rules[1].1.remaining, 3);
+        assert_eq!(v.trimmed, 0);
+        // At 1600 the 1 s window has passed 500, which goes.
+        let v = unwrap(mcheck(&mut logs, &rules, 1600, 1, false));
+        assert!(v.allowed);
+        assert_eq!(v.trimmed, 1);
+        assert_eq!(logs[0].scores, vec![700.0, 1600.0]);
+    }
+
+    #[test]
+    fn mcheck_retry_is_the_longest_wait_or_never() {
+        let mut logs = vec![log_of(&[90.0]), log_of(&[50.0])];
+        let rules = [rule(0, 1, 100), rule(1, 1, 100)];
+        let v = unwrap(mcheck(&mut logs, &rules, 100, 1, false));
+        assert!(!v.allowed);
+        assert_eq!(
+            v.retry_after_ms, 90,
+            "the key whose entry is youngest decides"
+        );
+        let v = unwrap(mcheck(
+            &mut logs,
+            &[rule(0, 1, 100), rule(1, 5, 100)],
+            100,
+            2,
+            false,
+        ));
+        assert_eq!(v.retry_after_ms, -1, "a cost of 2 never fits a limit of 1");
+    }
+
     #[derive(Debug, Clone)]
     enum Op {
         /// Move the clock by this many ms (negative: a backwards step).
@@ -586,6 +907,50 @@ mod tests {
             for &end in &accepted {
                 let n = accepted.iter().filter(|&&s| s > end - window && s <= end).count();
                 prop_assert!(n as u64 <= limit);
+            }
+        }
+
+        #[test]
+        fn mcheck_agrees_with_the_rules_one_by_one(
+            rules in proptest::collection::vec((0usize..3, 1u64..6, 1i64..300), 1..5),
+            steps in proptest::collection::vec((0i64..80, 1u64..3), 1..60),
+        ) {
+            let rules: Vec<MultiRule> = rules.into_iter().map(|(l, lim, w)| rule(l, lim, w)).collect();
+            let mut logs = vec![MemoryLog::default(), MemoryLog::default(), MemoryLog::default()];
+            let mut accepted: Vec<Vec<i64>> = vec![Vec::new(); 3];
+            let mut now = 10_000i64;
+            for (step, cost) in steps {
+                now += step;
+                let expected = rules.iter().all(|r| {
+                    let n = accepted[r.log].iter().filter(|&&s| s > now - r.window_ms).count() as u64;
+                    n + cost <= r.limit
+                });
+                let v = unwrap(mcheck(&mut logs, &rules, now, cost, true));
+                prop_assert_eq!(v.allowed, expected);
+                prop_assert_eq!(v.rules.len(), rules.len());
+                if expected {
+                    let used: std::collections::BTreeSet<usize> = rules.iter().map(|r| r.log).collect();
+                    for l in used {
+                        accepted[l].extend(std::iter::repeat_n(now, cost as usize));
+                    }
+                    prop_assert_eq!(v.members.len() as u64, cost);
+                } else {
+                    prop_assert!(v.retry_after_ms == -1 || v.retry_after_ms >= 1);
+                }
+                for (r, (ok, d)) in rules.iter().zip(&v.rules) {
+                    let n = accepted[r.log].iter().filter(|&&s| s > now - r.window_ms).count() as u64;
+                    prop_assert_eq!(d.remaining, r.limit.saturating_sub(n));
+                    prop_assert_eq!(*ok || !expected, true);
+                }
+                // Every log holds what some rule on it still needs.
+                for (l, log) in logs.iter().enumerate() {
+                    if let Some(w) = rules.iter().filter(|r| r.log == l).map(|r| r.window_ms).max() {
+                        let mut have: Vec<i64> = log.scores.iter().map(|&s| s as i64).collect();
+                        have.sort_unstable();
+                        let want: Vec<i64> = accepted[l].iter().copied().filter(|&s| s > now - w).collect();
+                        prop_assert_eq!(have, want);
+                    }
+                }
             }
         }
 

@@ -22,7 +22,7 @@ macro_rules! api {
         // the module loads, before any command can run, and only read after;
         // commands run on the server's main thread. Copying the `Option<fn>`
         // out of the static creates no reference to it.
-        match unsafe { raw::$name } {
+        match unsafe { redis_module::raw::$name } {
             Some(f) => Ok(f),
             None => Err($crate::zset::StoreError::MissingApi(stringify!($name))),
         }
@@ -246,6 +246,18 @@ impl<'c> Key<'c> {
         Ok(deleted != 0)
     }
 
+    /// Removes a member given as a command argument; returns whether it was
+    /// there.
+    pub fn remove_arg(&mut self, member: &RedisString) -> Result<bool, StoreError> {
+        let rem = api!(RedisModule_ZsetRem)?;
+        let mut deleted: c_int = 0;
+        // SAFETY: the handle is open for writing and `member` is a string of
+        // the command's argv, alive for the whole call.
+        let status = unsafe { rem(self.raw(), member.inner, &mut deleted) };
+        ok_status(status, "removing a member")?;
+        Ok(deleted != 0)
+    }
+
     /// Adds `member` with `score` unless it exists (ZADD NX); returns whether
     /// it was added. Creates the key when it is missing.
     pub fn add_nx(&mut self, score: f64, member: &ModuleString) -> Result<bool, StoreError> {
@@ -256,6 +268,16 @@ impl<'c> Key<'c> {
         let status = unsafe { add(self.raw(), score, member.as_ptr(), &mut flags) };
         ok_status(status, "adding a member")?;
         Ok(flags & raw::REDISMODULE_ZADD_ADDED as c_int != 0)
+    }
+
+    /// The score of `member`, or `None` when it is not in the set.
+    pub fn score(&mut self, member: &ModuleString) -> Result<Option<f64>, StoreError> {
+        let score = api!(RedisModule_ZsetScore)?;
+        let mut value = 0.0f64;
+        // SAFETY: the handle is open and `member` a live string; the server
+        // returns an error status when the member (or the set) is missing.
+        let status = unsafe { score(self.raw(), member.as_ptr(), &mut value) };
+        Ok((status == raw::REDISMODULE_OK as c_int).then_some(value))
     }
 
     /// Sets the key's expiry to the absolute unix time `at_ms`.

@@ -56,6 +56,44 @@ impl<'c> ZsetLog<'c> {
         Ok(ZsetLog { ctx, name, key })
     }
 
+    /// Removes the given members (SLIDEWIN.UNDO); returns how many were
+    /// there. Replicates `ZREM key <removed members>` when any was.
+    pub fn remove_members(&mut self, members: &[RedisString]) -> Result<u64, StoreError> {
+        let ctx = self.ctx;
+        let Some(key) = self.existing()? else {
+            return Ok(0);
+        };
+        let mut removed: Vec<*mut raw::RedisModuleString> = Vec::new();
+        for m in members {
+            if key.remove_arg(m)? {
+                removed.push(m.inner);
+            }
+        }
+        if removed.is_empty() {
+            return Ok(0);
+        }
+        let emptied = key.kind()? == KeyKind::Empty;
+        let replicate = api!(RedisModule_Replicate)?;
+        // SAFETY: live context; "sv" is followed by a module string, then a
+        // pointer to `removed.len()` argv strings (alive for the call) and
+        // that length.
+        replicated(unsafe {
+            replicate(
+                ctx.ctx,
+                c"ZREM".as_ptr(),
+                c"sv".as_ptr(),
+                self.name.inner,
+                removed.as_mut_ptr(),
+                removed.len(),
+            )
+        })?;
+        self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zrem");
+        if emptied {
+            self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
+        }
+        Ok(removed.len() as u64)
+    }
+
     /// The key, when it exists and holds entries.
     fn existing(&mut self) -> Result<Option<&mut Key<'c>>, StoreError> {
         match &mut self.key {
@@ -68,6 +106,53 @@ impl<'c> ZsetLog<'c> {
         self.key
             .as_mut()
             .ok_or(StoreError::Failed("writing a read-only key"))
+    }
+
+    /// Propagates `ZADD key now m1 [now m2 ...]` for the members just added
+    /// (the strings themselves, no new formatting) and fires `zadd`.
+    fn replicate_zadd(
+        &self,
+        now_ms: i64,
+        first: &ModuleString,
+        more: &[ModuleString],
+    ) -> Result<(), StoreError> {
+        let replicate = api!(RedisModule_Replicate)?;
+        if more.is_empty() {
+            // SAFETY: live context; "sls" is followed by a module string, a
+            // long long and a module string.
+            replicated(unsafe {
+                replicate(
+                    self.ctx.ctx,
+                    c"ZADD".as_ptr(),
+                    c"sls".as_ptr(),
+                    self.name.inner,
+                    now_ms as c_longlong,
+                    first.as_ptr(),
+                )
+            })?;
+        } else {
+            let score = ModuleString::from_i64(self.ctx, now_ms)?;
+            let mut argv: Vec<*mut raw::RedisModuleString> = Vec::with_capacity(2 + more.len() * 2);
+            for m in std::iter::once(first).chain(more) {
+                argv.push(score.as_ptr());
+                argv.push(m.as_ptr());
+            }
+            // SAFETY: live context; "sv" is followed by a module string, then
+            // a pointer to `argv.len()` live module strings and that length.
+            // The server retains what it keeps before we free ours.
+            replicated(unsafe {
+                replicate(
+                    self.ctx.ctx,
+                    c"ZADD".as_ptr(),
+                    c"sv".as_ptr(),
+                    self.name.inner,
+                    argv.as_mut_ptr(),
+                    argv.len(),
+                )
+            })?;
+        }
+        self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zadd");
+        Ok(())
     }
 
     fn notify(&self, class: c_int, event: &CStr) {
@@ -194,7 +279,12 @@ impl WindowLog for ZsetLog<'_> {
         range.current_score(ctx)
     }
 
-    fn append(&mut self, now_ms: i64, count: u64) -> Result<(), StoreError> {
+    fn append(
+        &mut self,
+        now_ms: i64,
+        count: u64,
+        mut added: Option<&mut Vec<i64>>,
+    ) -> Result<(), StoreError> {
         let ctx = self.ctx;
         let key = self.writable()?;
         let score = now_ms as f64;
@@ -206,6 +296,9 @@ impl WindowLog for ZsetLog<'_> {
             for _ in 0..attempts {
                 let m = ModuleString::from_i64(ctx, id)?;
                 if key.add_nx(score, &m)? {
+                    if let Some(added) = added.as_deref_mut() {
+                        added.push(id);
+                    }
                     return Ok(m);
                 }
                 id = member::next(id);
@@ -218,44 +311,33 @@ impl WindowLog for ZsetLog<'_> {
         for _ in 1..count {
             more.push(add_one()?);
         }
-        let replicate = api!(RedisModule_Replicate)?;
-        // The member strings just added are replicated as they are.
-        if more.is_empty() {
-            // SAFETY: live context; "sls" is followed by a module string, a
-            // long long and a module string.
-            replicated(unsafe {
-                replicate(
-                    ctx.ctx,
-                    c"ZADD".as_ptr(),
-                    c"sls".as_ptr(),
-                    self.name.inner,
-                    now_ms as c_longlong,
-                    first.as_ptr(),
-                )
-            })?;
-        } else {
-            let score_str = ModuleString::from_i64(ctx, now_ms)?;
-            let mut argv: Vec<*mut raw::RedisModuleString> = Vec::with_capacity(2 + more.len() * 2);
-            for m in std::iter::once(&first).chain(&more) {
-                argv.push(score_str.as_ptr());
-                argv.push(m.as_ptr());
+        self.replicate_zadd(now_ms, &first, &more)
+    }
+
+    fn has_member(&mut self, id: i64) -> Result<bool, StoreError> {
+        let ctx = self.ctx;
+        let Some(key) = self.existing()? else {
+            return Ok(false);
+        };
+        let m = ModuleString::from_i64(ctx, id)?;
+        Ok(key.score(&m)?.is_some())
+    }
+
+    fn append_members(&mut self, now_ms: i64, ids: &[i64]) -> Result<(), StoreError> {
+        let ctx = self.ctx;
+        let key = self.writable()?;
+        let mut strings = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let m = ModuleString::from_i64(ctx, id)?;
+            if !key.add_nx(now_ms as f64, &m)? {
+                return Err(StoreError::Failed("adding a member known to be free"));
             }
-            // SAFETY: live context; "sv" is followed by a module string, then
-            // a pointer to `argv.len()` live module strings and that length.
-            // The server retains what it keeps before we free ours.
-            replicated(unsafe {
-                replicate(
-                    ctx.ctx,
-                    c"ZADD".as_ptr(),
-                    c"sv".as_ptr(),
-                    self.name.inner,
-                    argv.as_mut_ptr(),
-                    argv.len(),
-                )
-            })?;
+            strings.push(m);
         }
-        self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zadd");
-        Ok(())
+        match strings.split_first() {
+            Some((first, more)) => self.replicate_zadd(now_ms, first, more),
+            None => Ok(()),
+        }
     }
 
     fn expire_at(&mut self, at_ms: i64) -> Result<(), StoreError> {

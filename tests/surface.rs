@@ -696,6 +696,7 @@ fn command_info_docs(flavor: Flavor) {
                 ("window_ms", "integer", None),
                 ("count", "integer", Some("COST")),
                 ("detail", "pure-token", Some("DETAIL")),
+                ("withmembers", "pure-token", Some("WITHMEMBERS")),
             ][..],
         ),
         (
