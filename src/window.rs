@@ -765,8 +765,8 @@ mod tests {
         assert_eq!(v.retry_after_ms, 59_000);
         assert_eq!(logs[0].scores.len(), 1, "nothing added anywhere");
         assert_eq!(logs[1].scores.len(), 1);
-        assert_eq!(v.rules[0].0, true);
-        assert_eq!(v.rules[1].0, false);
+        assert!(v.rules[0].0);
+        assert!(!v.rules[1].0);
         assert_eq!(v.rules[1].1.retry_after_ms, 59_000);
         // A minute later it passes again.
         let v = unwrap(mcheck(&mut logs, &rules, 1_060_000, 1, false));
@@ -940,7 +940,7 @@ mod tests {
                 for (r, (ok, d)) in rules.iter().zip(&v.rules) {
                     let n = accepted[r.log].iter().filter(|&&s| s > now - r.window_ms).count() as u64;
                     prop_assert_eq!(d.remaining, r.limit.saturating_sub(n));
-                    prop_assert_eq!(*ok || !expected, true);
+                    prop_assert!(*ok || !expected);
                 }
                 // Every log holds what some rule on it still needs.
                 for (l, log) in logs.iter().enumerate() {
