@@ -369,6 +369,18 @@ fn crossslot(flavor: Flavor) {
         .query::<Value>(&mut c)
         .expect_err("CROSSSLOT");
     assert_eq!(err.code(), Some("CROSSSLOT"), "{err}");
+    // MCHECK declares all its keys: two slots are refused before it runs.
+    let err = redis::cmd("SLIDEWIN.MCHECK")
+        .arg(2)
+        .arg(&first)
+        .arg(3)
+        .arg(1000)
+        .arg(&second)
+        .arg(3)
+        .arg(1000)
+        .query::<Value>(&mut c)
+        .expect_err("CROSSSLOT");
+    assert_eq!(err.code(), Some("CROSSSLOT"), "{err}");
     for key in [&first, &second] {
         let n: i64 = redis::cmd("EXISTS").arg(key).query(&mut c).unwrap();
         assert_eq!(n, 0, "nothing was written to {key}");
@@ -407,6 +419,40 @@ fn hash_tags(flavor: Flavor) {
         .query(&mut c)
         .unwrap();
     assert_eq!(both, [1, 0]);
+    // One MCHECK over both hash-tagged keys, through a cluster client.
+    let mut cc = cluster.cluster_conn();
+    let r: i64 = redis::cmd("SLIDEWIN.MCHECK")
+        .arg(&[
+            "2",
+            "{user:43}:ip",
+            "5",
+            "60000",
+            "{user:43}:phone",
+            "1",
+            "60000",
+        ])
+        .query(&mut cc)
+        .unwrap();
+    assert_eq!(r, 1);
+    let r: i64 = redis::cmd("SLIDEWIN.MCHECK")
+        .arg(&[
+            "2",
+            "{user:43}:ip",
+            "5",
+            "60000",
+            "{user:43}:phone",
+            "1",
+            "60000",
+        ])
+        .query(&mut cc)
+        .unwrap();
+    assert_eq!(r, 0, "the phone rule denies; nothing charged");
+    let (owner43, _) = cluster.owner(keyslot(&mut any, "{user:43}:ip"));
+    let n: i64 = redis::cmd("ZCARD")
+        .arg("{user:43}:ip")
+        .query(&mut cluster.conn(owner43))
+        .unwrap();
+    assert_eq!(n, 1);
 }
 
 /// Kills a master under load. Decisions confirmed by WAIT (replicated

@@ -1,0 +1,449 @@
+//! SLIDEWIN.MCHECK, SLIDEWIN.UNDO and WITHMEMBERS on Redis 7.0 and Valkey 8.1.
+
+mod support;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use redis::Value;
+use support::*;
+
+on_both_servers! {
+    sms_policy_is_all_or_nothing => sms_policy;
+    several_windows_on_one_key_keep_what_the_longest_needs => several_windows;
+    detail_reply_shape_and_values => mcheck_detail;
+    wrong_type_or_bad_rules_change_nothing => mcheck_errors;
+    all_or_nothing_under_concurrency => concurrency;
+    withmembers_and_undo_give_an_attempt_back => undo;
+    keys_and_acl_follow_the_rules => mcheck_keys;
+    replica_without_module_matches_after_mcheck_and_undo => replication;
+}
+
+const DAY: i64 = 86_400_000;
+
+fn zcard(c: &mut Connection, key: &str) -> i64 {
+    redis::cmd("ZCARD").arg(key).query(c).unwrap()
+}
+
+fn mcheck(c: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
+    slidewin(c, "SLIDEWIN.MCHECK", args)
+}
+
+/// Per IP 5 per minute; per phone 1 per minute and 10 per day.
+fn policy<'a>(ip: &'a str, phone: &'a str) -> Vec<&'a str> {
+    vec![
+        "3", ip, "5", "60000", phone, "1", "60000", phone, "10", "86400000",
+    ]
+}
+
+fn sms_policy(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    let (ip, phone, phone2) = ("{u}:ip:1.2.3.4", "{u}:phone:138", "{u}:phone:139");
+    assert_eq!(mcheck(&mut c, &policy(ip, phone)).unwrap(), Value::Int(1));
+    assert_eq!(zcard(&mut c, ip), 1);
+    assert_eq!(zcard(&mut c, phone), 1, "once per key, not once per rule");
+    let pexpiretime =
+        |c: &mut Connection, k: &str| -> i64 { redis::cmd("PEXPIRETIME").arg(k).query(c).unwrap() };
+    let newest =
+        |c: &mut Connection, k: &str| -> i64 { entries(c, k.as_bytes()).last().unwrap().1 as i64 };
+    assert_eq!(pexpiretime(&mut c, ip), newest(&mut c, ip) + 60_000);
+    assert_eq!(
+        pexpiretime(&mut c, phone),
+        newest(&mut c, phone) + DAY,
+        "expires with its longest window"
+    );
+    // The phone's minute rule denies: the IP is not charged either.
+    for _ in 0..3 {
+        assert_eq!(mcheck(&mut c, &policy(ip, phone)).unwrap(), Value::Int(0));
+    }
+    assert_eq!(zcard(&mut c, ip), 1, "nothing added on a denial");
+    assert_eq!(zcard(&mut c, phone), 1);
+    // Other phones from the same IP pass until the IP rule is full.
+    let mut replies = Vec::new();
+    for i in 0..6 {
+        let p = format!("{phone2}:{i}");
+        let v = mcheck(&mut c, &policy(ip, &p)).unwrap();
+        replies.push(v);
+    }
+    assert_eq!(
+        replies,
+        [1, 1, 1, 1, 0, 0].map(Value::Int).to_vec(),
+        "the IP allows 5 per minute in all"
+    );
+    assert_eq!(zcard(&mut c, ip), 5);
+    let denied_phone: i64 = redis::cmd("EXISTS")
+        .arg(format!("{phone2}:4"))
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(denied_phone, 0, "a denied call creates nothing");
+}
+
+fn several_windows(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    let key = "{w}:phone";
+    // An entry 2 minutes old: outside the minute rule, inside the day rule.
+    let now = server_ms(&mut c);
+    let _: i64 = redis::cmd("ZADD")
+        .arg(key)
+        .arg(now - 120_000)
+        .arg("old")
+        .query(&mut c)
+        .unwrap();
+    let args = ["2", key, "1", "60000", key, "2", "86400000"];
+    assert_eq!(mcheck(&mut c, &args).unwrap(), Value::Int(1));
+    assert_eq!(
+        zcard(&mut c, key),
+        2,
+        "the day rule still needs the old entry"
+    );
+    let score: Option<f64> = redis::cmd("ZSCORE")
+        .arg(key)
+        .arg("old")
+        .query(&mut c)
+        .unwrap();
+    assert!(score.is_some());
+    // The day rule is now full (2), even though the minute rule would pass
+    // a minute from now.
+    let v = mcheck(
+        &mut c,
+        &["2", key, "1", "60000", key, "2", "86400000", "DETAIL"],
+    )
+    .unwrap();
+    let Value::Array(fields) = v else {
+        panic!("{v:?}")
+    };
+    assert_eq!(fields[0], Value::Int(0));
+    let retry: i64 = redis::from_redis_value(&fields[1]).unwrap();
+    assert!(retry > 86_000_000, "the day rule's wait: {retry}");
+    // A plain CHECK with a minute window on the same key trims the old
+    // entry: the documented reason to judge a log with its longest window.
+    assert_eq!(check(&mut c, key, 5, 60_000), 1);
+    let score: Option<f64> = redis::cmd("ZSCORE")
+        .arg(key)
+        .arg("old")
+        .query(&mut c)
+        .unwrap();
+    assert!(score.is_none());
+}
+
+fn mcheck_detail(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    let v: Vec<Value> = redis::cmd("SLIDEWIN.MCHECK")
+        .arg(&[
+            "2", "{d}:a", "3", "10000", "{d}:b", "1", "5000", "COST", "1", "DETAIL",
+        ])
+        .query(&mut c)
+        .unwrap();
+    let ints = |v: &Value| -> Vec<i64> { redis::from_redis_value(v).unwrap() };
+    assert_eq!(v.len(), 4);
+    assert_eq!(v[0], Value::Int(1));
+    assert_eq!(v[1], Value::Int(0));
+    assert_eq!(ints(&v[2]), [1, 3, 2, 0, 10000]);
+    assert_eq!(ints(&v[3]), [1, 1, 0, 0, 5000]);
+    let v: Vec<Value> = redis::cmd("SLIDEWIN.MCHECK")
+        .arg(&["2", "{d}:a", "3", "10000", "{d}:b", "1", "5000", "DETAIL"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v[0], Value::Int(0));
+    let retry: i64 = redis::from_redis_value(&v[1]).unwrap();
+    let a = ints(&v[2]);
+    let b = ints(&v[3]);
+    assert_eq!(
+        a[..4],
+        [1, 3, 2, 0],
+        "rule a alone would allow; nothing added"
+    );
+    assert_eq!(b[..3], [0, 1, 0]);
+    assert!(b[3] >= 1 && b[3] <= 5000);
+    assert_eq!(retry, b[3], "the overall wait is the denying rule's");
+    // A cost above any rule's limit: -1.
+    let v: Vec<Value> = redis::cmd("SLIDEWIN.MCHECK")
+        .arg(&[
+            "2", "{d}:x", "3", "10000", "{d}:y", "1", "5000", "COST", "2", "DETAIL",
+        ])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v[1], Value::Int(-1));
+    assert_eq!(ints(&v[2])[..4], [1, 3, 3, 0]);
+    assert_eq!(ints(&v[3])[..4], [0, 1, 1, -1]);
+}
+
+fn mcheck_errors(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("{e}:str")
+        .arg("v")
+        .query(&mut c)
+        .unwrap();
+    check(&mut c, "{e}:z", 5, 60_000);
+    let before = digest(&mut c);
+    const RULES: &str = "ERR numrules must be an integer between 1 and 64, followed by that many 'key limit window_ms' triples";
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["1", "{e}:str", "5", "60000"],
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+        ),
+        (
+            &["2", "{e}:z", "5", "60000", "{e}:str", "5", "60000"],
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+        ),
+        (&["0", "{e}:z", "5", "60000"], RULES),
+        (&["65", "{e}:z", "5", "60000"], RULES),
+        (&["x", "{e}:z", "5", "60000"], RULES),
+        (&["2", "{e}:z", "5", "60000"], RULES),
+        (
+            &["1", "{e}:z", "0", "60000"],
+            "ERR limit must be an integer between 1 and 100000",
+        ),
+        (
+            &["1", "{e}:z", "5", "0"],
+            "ERR window_ms must be an integer between 1 and 31622400000",
+        ),
+        (
+            &["1", "{e}:z", "5", "60000", "PEEK"],
+            "ERR unknown option 'PEEK'",
+        ),
+        (
+            &["1", "{e}:z", "5", "60000", "COST", "0"],
+            "ERR COST count must be an integer between 1 and 100000",
+        ),
+        (
+            &["1", "{e}:z", "5"],
+            "ERR wrong number of arguments for 'slidewin.mcheck' command",
+        ),
+    ];
+    for (args, expected) in cases {
+        let err = mcheck(&mut c, args).expect_err("refused");
+        assert_eq!(error_text(&err), *expected, "{args:?}");
+    }
+    for (args, expected) in [
+        (
+            &["{e}:z"][..],
+            "ERR wrong number of arguments for 'slidewin.undo' command",
+        ),
+        (
+            &["{e}:str", "m"][..],
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+        ),
+    ] {
+        let err = slidewin(&mut c, "SLIDEWIN.UNDO", args).expect_err("refused");
+        assert_eq!(error_text(&err), expected);
+    }
+    assert_eq!(digest(&mut c), before, "errors change nothing");
+}
+
+/// 16 clients run the same two-rule check: a shared key with a limit of 50
+/// and a per-client key. Every allowed call charged both keys, no denied
+/// call charged either.
+fn concurrency(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let workers: Vec<_> = (0..16)
+        .map(|t| {
+            let mut c = server.conn();
+            std::thread::spawn(move || {
+                let own = format!("{{c}}:client:{t}");
+                let mut allowed = 0;
+                for _ in 0..100 {
+                    let r: i64 = redis::cmd("SLIDEWIN.MCHECK")
+                        .arg(&["2", "{c}:shared", "50", "600000", &own, "5", "600000"])
+                        .query(&mut c)
+                        .unwrap();
+                    allowed += r;
+                }
+                (own, allowed)
+            })
+        })
+        .collect();
+    let results: Vec<(String, i64)> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    let mut c = server.conn();
+    let total: i64 = results.iter().map(|(_, a)| a).sum();
+    assert_eq!(total, 50, "the shared limit admitted exactly 50");
+    assert_eq!(zcard(&mut c, "{c}:shared"), 50);
+    for (own, allowed) in &results {
+        assert!(*allowed <= 5);
+        assert_eq!(
+            zcard(&mut c, own),
+            *allowed,
+            "{own}: charged only when allowed"
+        );
+    }
+}
+
+fn undo(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    let v: Vec<Value> = redis::cmd("SLIDEWIN.CHECK")
+        .arg(&["sms:{u}", "2", "60000", "COST", "2", "WITHMEMBERS"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v.len(), 6, "the five DETAIL fields and the members");
+    let fields: Vec<i64> = v[..5]
+        .iter()
+        .map(|f| redis::from_redis_value(f).unwrap())
+        .collect();
+    assert_eq!(fields, [1, 2, 0, 0, 60000]);
+    let added: Vec<String> = redis::from_redis_value(&v[5]).unwrap();
+    assert_eq!(added.len(), 2);
+    let stored: HashSet<String> = entries(&mut c, b"sms:{u}")
+        .into_iter()
+        .map(|(m, _)| String::from_utf8(m).unwrap())
+        .collect();
+    assert_eq!(stored, added.iter().cloned().collect());
+    // The window is full; the provider failed: give one attempt back.
+    assert_eq!(check(&mut c, "sms:{u}", 2, 60_000), 0);
+    let removed: i64 = redis::cmd("SLIDEWIN.UNDO")
+        .arg("sms:{u}")
+        .arg(&added[0])
+        .arg("not-a-member")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(removed, 1);
+    assert_eq!(check(&mut c, "sms:{u}", 2, 60_000), 1);
+    // A denied check adds no members.
+    let v: Vec<Value> = redis::cmd("SLIDEWIN.CHECK")
+        .arg(&["sms:{u}", "2", "60000", "WITHMEMBERS"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v[0], Value::Int(0));
+    assert_eq!(v[5], Value::Array(vec![]));
+    // MCHECK: the same members in every key, undone key by key.
+    let v: Vec<Value> = redis::cmd("SLIDEWIN.MCHECK")
+        .arg(&[
+            "2",
+            "{m}:ip",
+            "5",
+            "60000",
+            "{m}:phone",
+            "1",
+            "60000",
+            "WITHMEMBERS",
+        ])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v[0], Value::Int(1));
+    let added: Vec<String> = redis::from_redis_value(v.last().unwrap()).unwrap();
+    assert_eq!(added.len(), 1);
+    for key in ["{m}:ip", "{m}:phone"] {
+        let s: Option<f64> = redis::cmd("ZSCORE")
+            .arg(key)
+            .arg(&added[0])
+            .query(&mut c)
+            .unwrap();
+        assert!(s.is_some(), "{key} holds the member");
+        let n: i64 = redis::cmd("SLIDEWIN.UNDO")
+            .arg(key)
+            .arg(&added[0])
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+    let exists: i64 = redis::cmd("EXISTS").arg("{m}:phone").query(&mut c).unwrap();
+    assert_eq!(exists, 0, "an emptied key is deleted");
+    let n: i64 = redis::cmd("SLIDEWIN.UNDO")
+        .arg("{m}:missing")
+        .arg("1")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 0);
+    let info: String = redis::cmd("INFO").arg("slidewin").query(&mut c).unwrap();
+    assert!(info.contains("slidewin_undone:3"), "{info}");
+}
+
+fn mcheck_keys(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg(&[
+            "GETKEYS",
+            "SLIDEWIN.MCHECK",
+            "3",
+            "a",
+            "1",
+            "1000",
+            "b",
+            "1",
+            "1000",
+            "a",
+            "2",
+            "5000",
+            "COST",
+            "1",
+            "DETAIL",
+        ])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(keys, ["a", "b", "a"]);
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg(&["GETKEYS", "SLIDEWIN.UNDO", "k", "m1", "m2"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(keys, ["k"]);
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "rl", "on", "nopass", "~rl:*", "+@all"])
+        .query(&mut c)
+        .unwrap();
+    let dry = |c: &mut Connection, args: &[&str]| -> String {
+        let mut cmd = redis::cmd("ACL");
+        cmd.arg(&["DRYRUN", "rl", "SLIDEWIN.MCHECK"]).arg(args);
+        cmd.query(c).unwrap()
+    };
+    assert_eq!(
+        dry(&mut c, &["2", "rl:a", "1", "1000", "rl:b", "1", "1000"]),
+        "OK"
+    );
+    assert!(
+        dry(&mut c, &["2", "rl:a", "1", "1000", "other", "1", "1000"])
+            .contains("no permissions to access the 'other' key")
+    );
+    // An option is never taken for a key.
+    assert_eq!(dry(&mut c, &["1", "rl:a", "1", "1000", "COST", "1"]), "OK");
+}
+
+fn replication(flavor: Flavor) {
+    let master = Options::new(flavor).start();
+    let replica = replica_without_module(&master, flavor);
+    let mut m = master.conn();
+    for i in 0..300 {
+        let phone = format!("{{r}}:phone:{}", i % 7);
+        let v: Vec<Value> = redis::cmd("SLIDEWIN.MCHECK")
+            .arg(&[
+                "3",
+                "{r}:ip",
+                "50",
+                "600000",
+                &phone,
+                "2",
+                "40",
+                &phone,
+                "5",
+                "600000",
+                "WITHMEMBERS",
+            ])
+            .query(&mut m)
+            .unwrap();
+        if i % 5 == 0 && v[0] == Value::Int(1) {
+            let added: Vec<String> = redis::from_redis_value(v.last().unwrap()).unwrap();
+            let _: i64 = redis::cmd("SLIDEWIN.UNDO")
+                .arg(&phone)
+                .arg(&added)
+                .query(&mut m)
+                .unwrap();
+        }
+        if i % 50 == 0 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    wait_caught_up(&master, &replica);
+    let mut r = replica.conn();
+    assert_eq!(digest(&mut m), digest(&mut r));
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut r)
+        .unwrap();
+    assert!(stats.contains("cmdstat_zrem:"), "UNDO replicated as ZREM");
+    assert!(!stats.to_lowercase().contains("slidewin"));
+}
