@@ -1,0 +1,320 @@
+//! The FUNCTION library (scripts/slidewin.lua) against the module: the same
+//! random command sequences on the same server (the module on `{m}` keys,
+//! the function on `{f}` keys) must give the same replies and sets.
+//!
+//! The two cannot read one clock: the module uses the server's cached
+//! command time, the function TIME. Each pair runs back to back in one
+//! MULTI, so the two `now`s differ by a millisecond or two; to keep that from
+//! ever flipping a decision, calls are made only 20-40 ms into a 100 ms
+//! slot and every window is a whole number of slots plus 50 ms, so no entry
+//! ever expires within 10 ms of a call. Decisions, limits and remainders
+//! must then match exactly; waits and scores within that slack.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use redis::Value;
+use support::*;
+
+on_both_servers! {
+    errors_match_the_module => errors;
+    random_sequences_match_the_module => sequences;
+    function_and_module_share_live_keys => shared_keys;
+}
+
+const SLACK_MS: i64 = 15;
+
+fn load_library(c: &mut Connection) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/slidewin.lua");
+    let code = std::fs::read_to_string(&path).expect("scripts/slidewin.lua");
+    let name: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(code)
+        .query(c)
+        .expect("FUNCTION LOAD");
+    assert_eq!(name, "slidewin");
+}
+
+/// The module's command and the function call for the same request.
+/// `keys` are the command's keys (one, or MCHECK's rules' keys).
+fn both(kind: &str, keys: &[String], args: &[String], prefix: &str) -> redis::Cmd {
+    let with = |k: &String| format!("{{{prefix}}}{k}");
+    match (prefix, kind) {
+        ("m", "MCHECK") => {
+            // numrules key limit window ...
+            let mut cmd = redis::cmd("SLIDEWIN.MCHECK");
+            cmd.arg(keys.len());
+            for (i, k) in keys.iter().enumerate() {
+                cmd.arg(with(k)).arg(&args[2 * i]).arg(&args[2 * i + 1]);
+            }
+            cmd.arg(&args[2 * keys.len()..]);
+            cmd
+        }
+        ("m", _) => {
+            let mut cmd = redis::cmd(&format!("SLIDEWIN.{kind}"));
+            cmd.arg(with(&keys[0])).arg(args);
+            cmd
+        }
+        (_, _) => {
+            let mut cmd = redis::cmd("FCALL");
+            cmd.arg(format!("slidewin_{}", kind.to_lowercase()))
+                .arg(keys.len());
+            for k in keys {
+                cmd.arg(with(k));
+            }
+            cmd.arg(args);
+            cmd
+        }
+    }
+}
+
+fn errors(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    load_library(&mut c);
+    for k in ["{m}str", "{f}str"] {
+        let _: () = redis::cmd("SET").arg(k).arg("v").query(&mut c).unwrap();
+    }
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("CHECK", "k", &["0", "1000"]),
+        ("CHECK", "k", &["100001", "1000"]),
+        ("CHECK", "k", &["1.5", "1000"]),
+        ("CHECK", "k", &["05", "1000"]),
+        ("CHECK", "k", &["+5", "1000"]),
+        ("CHECK", "k", &["99999999999999999999", "1000"]),
+        ("CHECK", "k", &["5", "0"]),
+        ("CHECK", "k", &["5", "31622400001"]),
+        ("CHECK", "k", &["5", "-1"]),
+        ("CHECK", "k", &["5", "1000", "FOO"]),
+        ("CHECK", "k", &["5", "1000", "bad\u{1}opt"]),
+        ("CHECK", "k", &["5", "1000", "COST"]),
+        ("CHECK", "k", &["5", "1000", "COST", "0"]),
+        ("CHECK", "k", &["5", "1000", "COST", "1", "cost", "2"]),
+        ("CHECK", "k", &["5", "1000", "DETAIL", "detail"]),
+        ("CHECK", "k", &["5"]),
+        ("CHECK", "str", &["5", "1000"]),
+        ("PEEK", "k", &["5", "1000", "DETAIL"]),
+        ("PEEK", "k", &["0", "1000"]),
+        ("PEEK", "str", &["5", "1000"]),
+        ("UNDO", "str", &["m"]),
+    ];
+    for (kind, key, args) in cases {
+        let keys = vec![key.to_string()];
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let m = both(kind, &keys, &args, "m").query::<Value>(&mut c);
+        let f = both(kind, &keys, &args, "f").query::<Value>(&mut c);
+        match (m, f) {
+            (Err(m), Err(f)) => assert_eq!(
+                error_text(&m).replace("slidewin.", ""),
+                error_text(&f).replace("slidewin.", ""),
+                "{kind} {key} {args:?}"
+            ),
+            other => panic!("{kind} {key} {args:?}: both must fail: {other:?}"),
+        }
+    }
+    for args in [
+        &["0"][..],
+        &["1", "k", "0", "1000"][..],
+        &["1", "k", "5", "1000", "PEEK"][..],
+        &["2", "k", "5", "1000", "str", "5", "1000"][..],
+    ] {
+        let n: usize = args[0].parse().unwrap();
+        let keys: Vec<String> = (0..n).map(|i| args[1 + 3 * i].to_string()).collect();
+        let mut flat: Vec<String> = Vec::new();
+        for i in 0..n {
+            flat.push(args[2 + 3 * i].to_string());
+            flat.push(args[3 + 3 * i].to_string());
+        }
+        flat.extend(args[1 + 3 * n..].iter().map(|a| a.to_string()));
+        if n == 0 {
+            continue;
+        }
+        let m = both("MCHECK", &keys, &flat, "m").query::<Value>(&mut c);
+        let f = both("MCHECK", &keys, &flat, "f").query::<Value>(&mut c);
+        match (m, f) {
+            (Err(m), Err(f)) => assert_eq!(error_text(&m), error_text(&f), "{args:?}"),
+            other => panic!("{args:?}: both must fail: {other:?}"),
+        }
+    }
+}
+
+/// Compares two replies: integers equal, except the waits (`timing`
+/// positions), which may differ by the slack but never in sign or -1.
+fn same(m: &Value, f: &Value, path: &str) {
+    match (m, f) {
+        (Value::Int(a), Value::Int(b)) => assert_eq!(a, b, "{path}"),
+        (Value::Array(a), Value::Array(b)) => {
+            assert_eq!(a.len(), b.len(), "{path}: {m:?} vs {f:?}");
+            // A five-field detail array: [allowed, limit, remaining, retry, reset].
+            let five = a.len() >= 5 && a[..5].iter().all(|v| matches!(v, Value::Int(_)));
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                let timing = (five && (i == 3 || i == 4)) || (!five && i == 1 && a.len() > 2);
+                match (x, y) {
+                    (Value::Int(p), Value::Int(q)) if timing => {
+                        assert_eq!(*p <= 0, *q <= 0, "{path}[{i}]: {m:?} vs {f:?}");
+                        if *p <= 0 {
+                            assert_eq!(p, q, "{path}[{i}]");
+                        }
+                        assert!((p - q).abs() <= SLACK_MS, "{path}[{i}]: {m:?} vs {f:?}");
+                    }
+                    (Value::Array(_), Value::Array(_)) if i == a.len() - 1 && !five || i == 5 => {
+                        // WITHMEMBERS: same number of members, integer names.
+                        let (Value::Array(p), Value::Array(q)) = (x, y) else {
+                            unreachable!()
+                        };
+                        if p.iter().all(|v| matches!(v, Value::BulkString(_))) {
+                            assert_eq!(p.len(), q.len(), "{path}: members");
+                            for v in p.iter().chain(q) {
+                                let s: String = redis::from_redis_value(v).unwrap();
+                                assert!(s.parse::<i64>().is_ok(), "{path}: member {s}");
+                            }
+                        } else {
+                            same(x, y, &format!("{path}[{i}]"));
+                        }
+                    }
+                    _ => same(x, y, &format!("{path}[{i}]")),
+                }
+            }
+        }
+        _ => assert_eq!(m, f, "{path}"),
+    }
+}
+
+/// Waits until the server clock is 20-40 ms into a 100 ms slot.
+fn wait_for_slot(c: &mut Connection) {
+    assert!(wait_until(Duration::from_secs(2), || {
+        let off = server_ms(c) % 100;
+        (20..=40).contains(&off)
+    }));
+}
+
+fn sequences(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    load_library(&mut c);
+    let mut rng = StdRng::seed_from_u64(0x5117_e0a1);
+    let keys = ["a", "b", "c"];
+    let windows = ["150", "250", "350", "450"];
+    let mut compared = 0;
+    for step in 0..60 {
+        wait_for_slot(&mut c);
+        let kind = ["CHECK", "CHECK", "PEEK", "MCHECK"][rng.random_range(0..4)];
+        let (call_keys, mut args): (Vec<String>, Vec<String>) = if kind == "MCHECK" {
+            let n = rng.random_range(1..=3);
+            let ks: Vec<String> = (0..n)
+                .map(|_| keys[rng.random_range(0..3)].to_string())
+                .collect();
+            let mut a = Vec::new();
+            for _ in 0..n {
+                a.push(rng.random_range(1..=4).to_string());
+                a.push(windows[rng.random_range(0..4)].to_string());
+            }
+            (ks, a)
+        } else {
+            (
+                vec![keys[rng.random_range(0..3)].to_string()],
+                vec![
+                    rng.random_range(1..=4).to_string(),
+                    windows[rng.random_range(0..4)].to_string(),
+                ],
+            )
+        };
+        if rng.random_bool(0.4) {
+            args.push("COST".into());
+            args.push(rng.random_range(1..=3).to_string());
+        }
+        if kind != "PEEK" && rng.random_bool(0.6) {
+            args.push(
+                if rng.random_bool(0.5) {
+                    "DETAIL"
+                } else {
+                    "WITHMEMBERS"
+                }
+                .into(),
+            );
+        }
+        let replies: (Value, Value) = redis::pipe()
+            .atomic()
+            .add_command(both(kind, &call_keys, &args, "m"))
+            .add_command(both(kind, &call_keys, &args, "f"))
+            .query(&mut c)
+            .unwrap_or_else(|e| panic!("step {step}: {kind} {call_keys:?} {args:?}: {e}"));
+        same(
+            &replies.0,
+            &replies.1,
+            &format!("step {step}: {kind} {call_keys:?} {args:?}"),
+        );
+        compared += 1;
+        // Sometimes let time pass so windows slide.
+        if rng.random_bool(0.3) {
+            std::thread::sleep(Duration::from_millis(100 * rng.random_range(1..4)));
+        }
+    }
+    assert_eq!(compared, 60);
+    for k in keys {
+        let m = entries(&mut c, format!("{{m}}{k}").as_bytes());
+        let f = entries(&mut c, format!("{{f}}{k}").as_bytes());
+        assert_eq!(m.len(), f.len(), "{k}: the same number of entries");
+        for ((mm, ms), (fm, fs)) in m.iter().zip(&f) {
+            assert!(
+                (ms - fs).abs() <= SLACK_MS as f64,
+                "{k}: scores {ms} vs {fs}"
+            );
+            for name in [mm, fm] {
+                assert!(std::str::from_utf8(name).unwrap().parse::<i64>().is_ok());
+            }
+        }
+        let ttl = |c: &mut Connection, key: String| -> i64 {
+            redis::cmd("PEXPIRETIME").arg(key).query(c).unwrap()
+        };
+        let (mt, ft) = (
+            ttl(&mut c, format!("{{m}}{k}")),
+            ttl(&mut c, format!("{{f}}{k}")),
+        );
+        assert_eq!(mt < 0, ft < 0, "{k}: both or neither expire");
+        assert!((mt - ft).abs() <= SLACK_MS, "{k}: expiry {mt} vs {ft}");
+    }
+}
+
+/// A deployment moving between the function and the module: each continues
+/// the other's keys, entries counted alike, members never colliding.
+fn shared_keys(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    load_library(&mut c);
+    let key = "{s}live";
+    let f = |c: &mut Connection| -> i64 {
+        redis::cmd("FCALL")
+            .arg(&["slidewin_check", "1", key, "4", "60000"])
+            .query(c)
+            .unwrap()
+    };
+    assert_eq!(f(&mut c), 1);
+    assert_eq!(check(&mut c, key, 4, 60_000), 1);
+    assert_eq!(f(&mut c), 1);
+    assert_eq!(check(&mut c, key, 4, 60_000), 1);
+    assert_eq!(f(&mut c), 0);
+    assert_eq!(check(&mut c, key, 4, 60_000), 0);
+    let all = entries(&mut c, key.as_bytes());
+    assert_eq!(all.len(), 4);
+    let names: std::collections::HashSet<&Vec<u8>> = all.iter().map(|(m, _)| m).collect();
+    assert_eq!(names.len(), 4, "no member collided");
+    // The peek agrees too, and the function's UNDO gives an entry back.
+    let p: Vec<i64> = redis::cmd("FCALL_RO")
+        .arg(&["slidewin_peek", "1", key, "4", "60000"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(p[..3], [0, 4, 0]);
+    let m = String::from_utf8(all[0].0.clone()).unwrap();
+    let n: i64 = redis::cmd("FCALL")
+        .arg(&["slidewin_undo", "1", key, &m])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(check(&mut c, key, 4, 60_000), 1);
+}
