@@ -193,6 +193,14 @@ def main():
                 ("Lua script", ["EVALSHA", check_sha, "1", "luabig", "10000", "10000", MEMBER], n(300_000), HUGE, "evalsha"),
                 ("SET (floor)", ["SET", "setbig", "x"], n(300_000), 0, "set"),
             ]),
+            ("SMS policy: MCHECK, 3 rules (5/min, 1/min, 10/day) on 3 random keys", [
+                ("SLIDEWIN.MCHECK, 3 rules", ["SLIDEWIN.MCHECK", "3", "{__rand_int__}:ip", "5", "60000",
+                                             "{__rand_int__}:phone", "1", "60000", "{__rand_int__}:phone", "10", "86400000"],
+                 n(300_000), 100_000, "slidewin.mcheck"),
+                ("SLIDEWIN.CHECK (one rule)", ["SLIDEWIN.CHECK", "sms:__rand_int__", "5", "60000"], n(300_000), 100_000, "slidewin.check"),
+                ("Lua script (one rule)", ["EVALSHA", check_sha, "1", "lua:__rand_int__", "5", "60000", MEMBER], n(300_000), 100_000, "evalsha"),
+                ("SET (floor)", ["SET", "set:__rand_int__", "x"], n(300_000), 100_000, "set"),
+            ]),
             ("SMS keys, COST 5 (limit 50) and PEEK", [
                 ("SLIDEWIN.CHECK COST 5", ["SLIDEWIN.CHECK", "sms:__rand_int__", "50", "60000", "COST", "5"], n(300_000), 100_000, "slidewin.check"),
                 ("SLIDEWIN.PEEK (filled keys)", ["SLIDEWIN.PEEK", "sms:__rand_int__", "50", "60000"], n(300_000), 100_000, "slidewin.peek"),
@@ -228,7 +236,7 @@ def main():
                 vs_lua = median(r[label][0] / r[lua_label][0] for r in per_round) if lua_label else None
                 vs_set = median(r[label][0] / r[set_label][0] for r in per_round)
                 emit(f"| {label} | {usec:.2f} | {rps:,.0f} | {f'{vs_lua:.2f}' if vs_lua else '-'} | {vs_set:.2f} |")
-                if label.startswith("SLIDEWIN.CHECK") and vs_lua:
+                if label.startswith("SLIDEWIN.") and "PEEK" not in label and vs_lua:
                     summary.append((title, label, vs_lua, vs_set))
             emit()
             srv.r.flushall()
