@@ -4,8 +4,14 @@ PORT ?= 6379
 MODULE := target/release/libslidewin.so
 MODULE_ARGS ?=
 REDIS_SERVER ?= redis-server
+IMAGE ?= slidewin:latest
+REDIS_IMAGE ?= redis:7.2-bookworm
+RUST_IMAGE ?= rust:1-bookworm
+STANDIN_IMAGE ?= slidewin-standin-redis:7.0
+# The classic builder: this project's machines have no buildx.
+DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
-.PHONY: help deps build test unit lint fmt run bench bench-smoke cluster cluster-stop clean
+.PHONY: help deps build test unit lint fmt run bench bench-smoke cluster cluster-stop docker docker-run test-docker clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -47,6 +53,24 @@ bench: build ## Benchmark CHECK vs the Lua script (a few minutes); writes bench/
 
 bench-smoke: build ## A short run of the benchmark (checks it works; numbers are not meaningful)
 	python3 bench/bench.py --scale 0.02 --rounds 1
+
+docker: ## Build the image (IMAGE, REDIS_IMAGE, RUST_IMAGE; pulls the base images)
+	$(DOCKER_BUILD) -f docker/Dockerfile --build-arg REDIS_IMAGE=$(REDIS_IMAGE) \
+		--build-arg RUST_IMAGE=$(RUST_IMAGE) -t $(IMAGE) .
+
+docker-run: ## Run the image on 127.0.0.1:PORT
+	docker run --rm -p 127.0.0.1:$(PORT):6379 $(IMAGE)
+
+test-docker: build ## Stand-in Redis image (no registry), docker/Dockerfile on it, the suite against containers
+	scripts/docker-standin.sh $(STANDIN_IMAGE)
+	mkdir -p docker/prebuilt && cp $(MODULE) docker/prebuilt/libslidewin.so
+	$(DOCKER_BUILD) -q -f docker/Dockerfile --build-arg REDIS_IMAGE=$(STANDIN_IMAGE) \
+		--build-arg RUST_IMAGE=$(STANDIN_IMAGE) -t slidewin:test . >/dev/null
+	scripts/docker-smoke.sh slidewin:test
+	docker-compose -f docker/compose.yaml --profile cluster config -q
+	SLIDEWIN_TEST_BACKEND=docker SLIDEWIN_DOCKER_IMAGE=slidewin:test cargo test --release \
+		--test check --test surface --test faults --test history --test multi --test fuzz \
+		--test parity --test examples -- redis_7_0::
 
 clean: ## Remove build output
 	cargo clean

@@ -20,6 +20,8 @@ if ! ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/x86_64-linux-gnu/libclang*.so
   need_apt+=(libclang-dev clang)
 fi
 command -v "$PYTHON" >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
+# busybox: the shell of the stand-in image that make test-docker builds.
+command -v busybox >/dev/null 2>&1 || need_apt+=(busybox-static)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else

@@ -89,7 +89,7 @@ fn history(flavor: Flavor) {
     let master = Options::new(flavor).start();
     let replica = Options::new(flavor)
         .without_module()
-        .arg("replicaof", &format!("127.0.0.1 {}", master.port))
+        .arg("replicaof", &master.replica_address())
         .arg("appendonly", "yes")
         .arg("appendfsync", "always")
         .arg("auto-aof-rewrite-percentage", "0")

@@ -438,7 +438,7 @@ fn peek_agrees_with_check(flavor: Flavor) {
 fn peek_on_replica(flavor: Flavor) {
     let master = Options::new(flavor).start();
     let replica = Options::new(flavor)
-        .arg("replicaof", &format!("127.0.0.1 {}", master.port))
+        .arg("replicaof", &master.replica_address())
         .start();
     let mut r = replica.conn();
     assert!(wait_until(

@@ -5,6 +5,14 @@
 //! then SIGKILL after a deadline) when dropped. Every wait has a deadline.
 //! A missing server binary or module file fails the test with the command
 //! that fixes it; nothing is skipped.
+//!
+//! With `SLIDEWIN_TEST_BACKEND=docker` each Redis server runs as a container
+//! of `SLIDEWIN_DOCKER_IMAGE` (default `slidewin:test`, built by
+//! `make test-docker`) instead: the module file and the temp dir are mounted
+//! at the same paths, the container shares the host's network and listens on
+//! 127.0.0.1 only (so containers replicate from each other over loopback,
+//! never over a bridge address), it is removed on drop, and every wait keeps
+//! its deadline.
 #![allow(dead_code)]
 
 use std::net::TcpListener;
@@ -159,16 +167,19 @@ impl Options {
             .prefix("slidewin-test-")
             .tempdir()
             .expect("temp dir");
-        let mut cmd = Command::new(self.flavor.binary());
-        cmd.arg("--port")
-            .arg(free_port().to_string())
-            .args(["--bind", "127.0.0.1"])
-            .arg("--dir")
-            .arg(dir.path())
-            .args(["--logfile", "server.log", "--save", ""]);
-        cmd.arg("--loadmodule").arg(module_path());
-        cmd.args(&self.module_args);
-        cmd.args(&self.extra);
+        let port = free_port();
+        let mut cmd = match backend() {
+            Backend::Local => {
+                let mut cmd = Command::new(self.flavor.binary());
+                cmd.args(Server::arguments(&self, dir.path(), port));
+                cmd
+            }
+            Backend::Docker(image) => {
+                let name = format!("slidewin-test-fail-{}-{port}", std::process::id());
+                // Attached, removed when it exits.
+                Server::docker_run(&self, dir.path(), port, &image, &name, &["--rm"])
+            }
+        };
         let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -185,12 +196,37 @@ impl Options {
     }
 }
 
-/// A running server, shut down on drop.
+/// Where test servers run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Backend {
+    Local,
+    Docker(String),
+}
+
+fn backend() -> Backend {
+    match std::env::var("SLIDEWIN_TEST_BACKEND").as_deref() {
+        Ok("docker") => Backend::Docker(
+            std::env::var("SLIDEWIN_DOCKER_IMAGE").unwrap_or_else(|_| "slidewin:test".into()),
+        ),
+        Ok("local") | Err(_) => Backend::Local,
+        Ok(other) => panic!("SLIDEWIN_TEST_BACKEND={other}: use local or docker"),
+    }
+}
+
+fn docker(args: &[&str]) -> Option<String> {
+    let out = Command::new("docker").args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// A running server process (or container), shut down on drop.
 pub struct Server {
     pub flavor: Flavor,
     pub port: u16,
     pub dir: PathBuf,
     child: Option<Child>,
+    container: Option<String>,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -213,32 +249,9 @@ impl Server {
         let mut last_log = String::new();
         for _attempt in 0..5 {
             let port = free_port();
-            let mut cmd = Command::new(opts.flavor.binary());
-            cmd.arg("--port")
-                .arg(port.to_string())
-                .args(["--bind", "127.0.0.1"])
-                .arg("--dir")
-                .arg(&dir)
-                .args(["--logfile", "server.log"])
-                .args(["--save", ""])
-                .args(["--daemonize", "no"])
-                .args(["--enable-debug-command", "yes"])
-                .args(["--enable-module-command", "yes"]);
-            if opts.module {
-                cmd.arg("--loadmodule").arg(module_path());
-                cmd.args(&opts.module_args);
-            }
-            cmd.args(&opts.extra);
-            cmd.stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            let child = cmd.spawn().expect("spawn server");
-            let mut server = Server {
-                flavor: opts.flavor,
-                port,
-                dir: dir.clone(),
-                child: Some(child),
-                _tmp: None,
+            let mut server = match backend() {
+                Backend::Local => Self::spawn_local(&opts, &dir, port),
+                Backend::Docker(image) => Self::spawn_docker(&opts, &dir, port, &image),
             };
             if server.wait_ready() {
                 server._tmp = tmp;
@@ -253,9 +266,135 @@ impl Server {
         panic!("{:?} server did not start; log:\n{last_log}", opts.flavor);
     }
 
+    /// The server's arguments (after the binary), listening on `port`.
+    fn arguments(opts: &Options, dir: &Path, port: u16) -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--port",
+            &port.to_string(),
+            "--dir",
+            &dir.to_string_lossy(),
+            "--logfile",
+            "server.log",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--enable-debug-command",
+            "yes",
+            "--enable-module-command",
+            "yes",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if opts.module {
+            args.push("--loadmodule".into());
+            args.push(module_path().to_string_lossy().into_owned());
+            args.extend(opts.module_args.iter().cloned());
+        }
+        args.extend(opts.extra.iter().cloned());
+        args
+    }
+
+    fn spawn_local(opts: &Options, dir: &Path, port: u16) -> Server {
+        let child = Command::new(opts.flavor.binary())
+            .args(Self::arguments(opts, dir, port))
+            .args(["--bind", "127.0.0.1"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn server");
+        Server {
+            flavor: opts.flavor,
+            port,
+            dir: dir.to_path_buf(),
+            child: Some(child),
+            container: None,
+            _tmp: None,
+        }
+    }
+
+    /// The command that runs a server container in the foreground or
+    /// detached: the temp dir and the module mounted at their own paths,
+    /// on the host's network, listening on 127.0.0.1:`port`.
+    fn docker_run(
+        opts: &Options,
+        dir: &Path,
+        port: u16,
+        image: &str,
+        name: &str,
+        run_flags: &[&str],
+    ) -> Command {
+        assert_eq!(
+            opts.flavor,
+            Flavor::Redis,
+            "the docker backend runs the Redis image only: filter the tests with redis_7_0::"
+        );
+        // The image runs as its non-root user: let it write the temp dir.
+        let _ = std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o777));
+        let module = module_path();
+        let mut cmd = Command::new("docker");
+        cmd.args(["run", "--name", name, "--network", "host"])
+            .args(run_flags)
+            .arg("-v")
+            .arg(format!("{0}:{0}", dir.display()))
+            .arg("-v")
+            .arg(format!("{0}:{0}:ro", module.display()))
+            .args(["--entrypoint", "redis-server", image])
+            .args(Self::arguments(opts, dir, port))
+            .args(["--bind", "127.0.0.1"]);
+        cmd
+    }
+
+    fn spawn_docker(opts: &Options, dir: &Path, port: u16, image: &str) -> Server {
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let name = format!(
+            "slidewin-test-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let out = Self::docker_run(opts, dir, port, image, &name, &["-d"])
+            .output()
+            .expect("run docker");
+        assert!(
+            out.status.success(),
+            "docker run failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Server {
+            flavor: opts.flavor,
+            port,
+            dir: dir.to_path_buf(),
+            child: None,
+            container: Some(name),
+            _tmp: None,
+        }
+    }
+
+    fn running(&mut self) -> bool {
+        if let Some(child) = self.child.as_mut() {
+            return matches!(child.try_wait(), Ok(None));
+        }
+        match &self.container {
+            Some(name) => {
+                docker(&["inspect", "-f", "{{.State.Running}}", name]).as_deref() == Some("true")
+            }
+            None => false,
+        }
+    }
+
+    /// How another server reaches this one for `REPLICAOF host port`.
+    pub fn replica_address(&self) -> String {
+        format!("127.0.0.1 {}", self.port)
+    }
+
     fn wait_ready(&mut self) -> bool {
         let deadline = Instant::now() + START_DEADLINE;
         while Instant::now() < deadline {
+            if self.container.is_some() && !self.running() && !self.log().is_empty() {
+                return false;
+            }
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(_)) = child.try_wait() {
                     return false;
@@ -296,6 +435,10 @@ impl Server {
             let _ = child.kill();
             let _ = child.wait();
         }
+        if let Some(name) = self.container.take() {
+            let _ = docker(&["kill", &name]);
+            let _ = docker(&["rm", "-f", &name]);
+        }
     }
 
     /// SIGKILL: no shutdown, no final save.
@@ -306,6 +449,14 @@ impl Server {
     /// Graceful stop with `SHUTDOWN <how>` ("NOSAVE" or "SAVE"), then SIGKILL
     /// if the process is still there after the deadline.
     pub fn stop(&mut self, how: &str) {
+        if self.container.is_some() {
+            if let Ok(mut c) = self.try_connect() {
+                let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg(how).query(&mut c);
+            }
+            wait_until(STOP_DEADLINE, || !self.running());
+            self.kill();
+            return;
+        }
         let Some(mut child) = self.child.take() else {
             return;
         };
@@ -364,7 +515,7 @@ pub fn info_field(c: &mut Connection, section: &str, field: &str) -> Option<Stri
 pub fn replica_without_module(master: &Server, flavor: Flavor) -> Server {
     let replica = Options::new(flavor)
         .without_module()
-        .arg("replicaof", &format!("127.0.0.1 {}", master.port))
+        .arg("replicaof", &master.replica_address())
         .start();
     let mut c = replica.conn();
     assert!(
