@@ -19,6 +19,7 @@ on_both_servers! {
     ask_during_slot_migration_is_honoured => ask;
     crossslot_transactions_and_scripts_are_refused => crossslot;
     hash_tagged_keys_work_together => hash_tags;
+    python_cluster_example_runs => python_cluster_example;
     failover_keeps_replicated_decisions => failover;
 }
 
@@ -568,4 +569,31 @@ fn failover(flavor: Flavor) {
     assert_eq!(allowed, 1);
     let after: i64 = redis::cmd("ZCARD").arg(&keys[0]).query(&mut r).unwrap();
     assert_eq!(after, before + 1);
+}
+
+/// examples/python/sms_cluster.py (redis-py's RedisCluster) against the cluster.
+fn python_cluster_example(flavor: Flavor) {
+    let cluster = Cluster::start(flavor, 5000);
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = Command::new(python)
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/python/sms_cluster.py"))
+        .args(["--port", &cluster.base.to_string()])
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .collect::<Vec<_>>(),
+        [
+            "user 42, six codes in a minute: [200, 200, 200, 200, 200, 429]",
+            "user 43 meanwhile: 200",
+            "both keys of user 42 in one slot: True",
+        ]
+    );
 }
