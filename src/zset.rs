@@ -118,6 +118,9 @@ pub struct Key<'c> {
     _ctx: PhantomData<&'c Context>,
 }
 
+/// `RedisModule_ZsetFirstInScoreRange` and `RedisModule_ZsetLastInScoreRange`.
+type RangeStart = unsafe extern "C" fn(*mut raw::RedisModuleKey, f64, f64, c_int, c_int) -> c_int;
+
 /// A score interval for range iteration.
 #[derive(Debug, Clone, Copy)]
 pub struct ScoreRange {
@@ -202,28 +205,23 @@ impl<'c> Key<'c> {
     /// Starts iterating the members scored within `range`, lowest first.
     /// The iterator stops when the returned [`Range`] drops.
     pub fn range_first(&mut self, range: ScoreRange) -> Result<Range<'_, 'c>, StoreError> {
-        let first = api!(RedisModule_ZsetFirstInScoreRange)?;
-        // SAFETY: the handle is open; the server validates the interval and
-        // the key type and returns an error status for a non-zset.
-        let status = unsafe {
-            first(
-                self.raw(),
-                range.min,
-                range.max,
-                c_int::from(range.min_exclusive),
-                c_int::from(range.max_exclusive),
-            )
-        };
-        ok_status(status, "starting a score range")?;
-        Ok(Range { key: self })
+        self.start_range(api!(RedisModule_ZsetFirstInScoreRange)?, range)
     }
 
     /// Starts iterating the members scored within `range`, highest first.
     pub fn range_last(&mut self, range: ScoreRange) -> Result<Range<'_, 'c>, StoreError> {
-        let last = api!(RedisModule_ZsetLastInScoreRange)?;
-        // SAFETY: as in `range_first`.
+        self.start_range(api!(RedisModule_ZsetLastInScoreRange)?, range)
+    }
+
+    fn start_range(
+        &mut self,
+        start: RangeStart,
+        range: ScoreRange,
+    ) -> Result<Range<'_, 'c>, StoreError> {
+        // SAFETY: the handle is open; the server validates the interval and
+        // the key type and returns an error status for a non-zset.
         let status = unsafe {
-            last(
+            start(
                 self.raw(),
                 range.min,
                 range.max,

@@ -323,6 +323,22 @@ else
 end
 ";
 
+/// Runs the seed script as its callers do, with `now` from the server's
+/// TIME and a `<ms>-<uuid>` member.
+fn run_seed_script(c: &mut Connection, key: &str, uuid: &str) -> i64 {
+    let ms = server_ms(c);
+    redis::cmd("EVAL")
+        .arg(SEED_SCRIPT)
+        .arg(1)
+        .arg(key)
+        .arg(ms)
+        .arg(ms - 60_000)
+        .arg(5)
+        .arg(format!("{ms}-{uuid}"))
+        .query(c)
+        .unwrap()
+}
+
 fn seed_script_keys(flavor: Flavor) {
     let server = Options::new(flavor).start();
     let mut c = server.conn();
@@ -339,18 +355,11 @@ fn seed_script_keys(flavor: Flavor) {
         .query(&mut c)
         .unwrap();
     for i in 0..3 {
-        let ms = server_ms(&mut c);
-        let member = format!("{ms}-6f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f{i}");
-        let r: i64 = redis::cmd("EVAL")
-            .arg(SEED_SCRIPT)
-            .arg(1)
-            .arg(key)
-            .arg(ms)
-            .arg(ms - 60_000)
-            .arg(5)
-            .arg(member)
-            .query(&mut c)
-            .unwrap();
+        let r = run_seed_script(
+            &mut c,
+            key,
+            &format!("6f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f{i}"),
+        );
         assert_eq!(r, 1);
     }
     // The script trimmed its old entry; three of its entries count.
@@ -365,17 +374,7 @@ fn seed_script_keys(flavor: Flavor) {
         "the script's entries are kept and counted"
     );
     // And the script keeps working on a key the module wrote.
-    let ms = server_ms(&mut c);
-    let r: i64 = redis::cmd("EVAL")
-        .arg(SEED_SCRIPT)
-        .arg(1)
-        .arg(key)
-        .arg(ms)
-        .arg(ms - 60_000)
-        .arg(5)
-        .arg(format!("{ms}-ffffffff-0000-0000-0000-000000000000"))
-        .query(&mut c)
-        .unwrap();
+    let r = run_seed_script(&mut c, key, "ffffffff-0000-0000-0000-000000000000");
     assert_eq!(r, 0, "the script sees the module's entries as full");
 }
 

@@ -255,6 +255,17 @@ fn moved(flavor: Flavor) {
     assert_eq!(check_on(&mut cluster.conn(owner), key).unwrap(), 1);
 }
 
+/// ZCARD on the importing node of a slot under migration (after ASKING).
+fn asking_zcard(c: &mut Connection, key: &str) -> i64 {
+    let (_, card): ((), i64) = redis::pipe()
+        .cmd("ASKING")
+        .cmd("ZCARD")
+        .arg(key)
+        .query(c)
+        .unwrap();
+    card
+}
+
 fn ask(flavor: Flavor) {
     let cluster = Cluster::start(flavor, 5000);
     let mut any = cluster.conn(cluster.base);
@@ -304,13 +315,7 @@ fn ask(flavor: Flavor) {
         .query(&mut tgt)
         .unwrap();
     assert_eq!(r, 1);
-    let (_, card): ((), i64) = redis::pipe()
-        .cmd("ASKING")
-        .cmd("ZCARD")
-        .arg(new)
-        .query(&mut tgt)
-        .unwrap();
-    assert_eq!(card, 1, "the entry is on the target");
+    assert_eq!(asking_zcard(&mut tgt, new), 1, "the entry is on the target");
     // A cluster-aware client (redis-cli -c) follows the ASK by itself.
     let out = Command::new(cli(flavor))
         .args([
@@ -325,13 +330,11 @@ fn ask(flavor: Flavor) {
         .output()
         .expect("redis-cli -c");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1");
-    let (_, card): ((), i64) = redis::pipe()
-        .cmd("ASKING")
-        .cmd("ZCARD")
-        .arg(new)
-        .query(&mut tgt)
-        .unwrap();
-    assert_eq!(card, 2, "the second entry went to the target too");
+    assert_eq!(
+        asking_zcard(&mut tgt, new),
+        2,
+        "the second entry went to the target too"
+    );
 }
 
 fn crossslot(flavor: Flavor) {
