@@ -425,31 +425,23 @@ fn hash_tags(flavor: Flavor) {
     assert_eq!(both, [1, 0]);
     // One MCHECK over both hash-tagged keys, through a cluster client.
     let mut cc = cluster.cluster_conn();
-    let r: i64 = redis::cmd("SLIDEWIN.MCHECK")
-        .arg(&[
-            "2",
-            "{user:43}:ip",
-            "5",
-            "60000",
-            "{user:43}:phone",
-            "1",
-            "60000",
-        ])
-        .query(&mut cc)
-        .unwrap();
-    assert_eq!(r, 1);
-    let r: i64 = redis::cmd("SLIDEWIN.MCHECK")
-        .arg(&[
-            "2",
-            "{user:43}:ip",
-            "5",
-            "60000",
-            "{user:43}:phone",
-            "1",
-            "60000",
-        ])
-        .query(&mut cc)
-        .unwrap();
+    let policy = [
+        "2",
+        "{user:43}:ip",
+        "5",
+        "60000",
+        "{user:43}:phone",
+        "1",
+        "60000",
+    ];
+    let mut mcheck = || -> i64 {
+        redis::cmd("SLIDEWIN.MCHECK")
+            .arg(&policy)
+            .query(&mut cc)
+            .unwrap()
+    };
+    assert_eq!(mcheck(), 1);
+    let r = mcheck();
     assert_eq!(r, 0, "the phone rule denies; nothing charged");
     let (owner43, _) = cluster.owner(keyslot(&mut any, "{user:43}:ip"));
     let n: i64 = redis::cmd("ZCARD")
