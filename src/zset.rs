@@ -119,6 +119,8 @@ pub struct Key<'c> {
 }
 
 /// `RedisModule_ZsetFirstInScoreRange` and `RedisModule_ZsetLastInScoreRange`.
+// SAFETY: a function type, not an unsafe block; its one call site says why
+// the call is sound.
 type RangeStart = unsafe extern "C" fn(*mut raw::RedisModuleKey, f64, f64, c_int, c_int) -> c_int;
 
 /// A score interval for range iteration.
