@@ -24,7 +24,7 @@ impl From<ArgError> for RedisError {
 fn guarded(body: impl FnOnce() -> RedisResult) -> RedisResult {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| {
         Err(RedisError::Str(
-            "ERR slidewin internal error (nothing was changed; see the server log)",
+            "ERR slidewin internal error (a bug; see the server log)",
         ))
     })
 }
