@@ -24,6 +24,23 @@ pub struct ZsetLog<'c> {
     name: &'c RedisString,
     /// `None` for a missing key opened read-only: an empty log.
     key: Option<Key<'c>>,
+    /// Whether this call changed the key. The module turns off the server's
+    /// implicit "modified on every write-mode close" (see `lib.rs`), so a
+    /// denial that trimmed nothing does not abort other clients' WATCH; the
+    /// key is signalled here, once, when it really changed.
+    modified: bool,
+}
+
+impl Drop for ZsetLog<'_> {
+    fn drop(&mut self) {
+        if !self.modified {
+            return;
+        }
+        if let Ok(signal) = api!(RedisModule_SignalModifiedKey) {
+            // SAFETY: the live command context and the key name from argv.
+            unsafe { signal(self.ctx.ctx, self.name.inner) };
+        }
+    }
 }
 
 fn check_kind(key: &Key<'_>) -> Result<(), StoreError> {
@@ -43,6 +60,7 @@ impl<'c> ZsetLog<'c> {
             ctx,
             name,
             key: Some(key),
+            modified: false,
         })
     }
 
@@ -53,19 +71,25 @@ impl<'c> ZsetLog<'c> {
         if let Some(key) = &key {
             check_kind(key)?;
         }
-        Ok(ZsetLog { ctx, name, key })
+        Ok(ZsetLog {
+            ctx,
+            name,
+            key,
+            modified: false,
+        })
     }
 
     /// Removes the given members (SLIDEWIN.UNDO); returns how many were
     /// there. Replicates `ZREM key <removed members>` when any was.
     pub fn remove_members(&mut self, members: &[RedisString]) -> Result<u64, StoreError> {
         let ctx = self.ctx;
-        let Some(key) = self.existing()? else {
+        let Some(key) = existing_in(&mut self.key)? else {
             return Ok(0);
         };
         let mut removed: Vec<*mut raw::RedisModuleString> = Vec::new();
         for m in members {
             if key.remove_arg(m)? {
+                self.modified = true;
                 removed.push(m.inner);
             }
         }
@@ -96,13 +120,12 @@ impl<'c> ZsetLog<'c> {
 
     /// The key, when it exists and holds entries.
     fn existing(&mut self) -> Result<Option<&mut Key<'c>>, StoreError> {
-        match &mut self.key {
-            Some(key) if key.kind()? == KeyKind::Zset => Ok(Some(key)),
-            _ => Ok(None),
-        }
+        existing_in(&mut self.key)
     }
 
+    /// The key, for a write: from here on the call counts as a change.
     fn writable(&mut self) -> Result<&mut Key<'c>, StoreError> {
+        self.modified = true;
         self.key
             .as_mut()
             .ok_or(StoreError::Failed("writing a read-only key"))
@@ -164,6 +187,17 @@ impl<'c> ZsetLog<'c> {
     }
 }
 
+/// The key in `slot`, when it exists and holds entries (a free function so
+/// that callers can borrow the other fields of the log alongside it).
+fn existing_in<'a, 'c>(
+    slot: &'a mut Option<Key<'c>>,
+) -> Result<Option<&'a mut Key<'c>>, StoreError> {
+    match slot {
+        Some(key) if key.kind()? == KeyKind::Zset => Ok(Some(key)),
+        _ => Ok(None),
+    }
+}
+
 fn replicated(status: c_int) -> Result<(), StoreError> {
     if status == raw::REDISMODULE_OK as c_int {
         Ok(())
@@ -177,7 +211,7 @@ impl WindowLog for ZsetLog<'_> {
 
     fn trim(&mut self, cutoff_ms: i64) -> Result<u64, StoreError> {
         let ctx = self.ctx;
-        let Some(key) = self.existing()? else {
+        let Some(key) = existing_in(&mut self.key)? else {
             return Ok(0);
         };
         // Collect first: the set must not change while a range iterates it.
@@ -194,6 +228,7 @@ impl WindowLog for ZsetLog<'_> {
         if stale.is_empty() {
             return Ok(0);
         }
+        self.modified = true;
         let mut removed = 0u64;
         for member in &stale {
             if key.remove(member)? {

@@ -25,6 +25,7 @@ on_both_servers! {
     acl_categories_where_supported => acl_categories;
     acl_dryrun_and_key_permissions => acl_dryrun;
     resp3_detail_is_the_same_array => resp3_detail;
+    keyspace_events_and_watch => events_and_watch;
 }
 
 /// Seeds `key` with entries `ages` ms older than the module's own clock,
@@ -882,4 +883,64 @@ fn resp3_detail(flavor: Flavor) {
         matches!(&v, Value::Array(items) if items.len() == 5),
         "{v:?}"
     );
+}
+
+/// The events the seed script's commands would fire, and WATCH seeing the
+/// key change (and not change on a denial that trimmed nothing).
+fn events_and_watch(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "notify-keyspace-events", "KEA"])
+        .query(&mut c)
+        .unwrap();
+    let mut sub = server.conn();
+    let mut ps = sub.as_pubsub();
+    ps.psubscribe("__keyevent@0__:*").unwrap();
+    ps.set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .unwrap();
+    // An old entry the next check trims, then an allowed and a denied call.
+    let now = server_ms(&mut c);
+    let _: i64 = redis::cmd("ZADD")
+        .arg("ev")
+        .arg(now - 120_000)
+        .arg("old")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(check(&mut c, "ev", 1, 60_000), 1);
+    assert_eq!(check(&mut c, "ev", 1, 60_000), 0);
+    let mut events = Vec::new();
+    while let Ok(msg) = ps.get_message() {
+        let channel = msg.get_channel_name().to_string();
+        let key: String = msg.get_payload().unwrap();
+        events.push((channel.rsplit(':').next().unwrap_or("").to_string(), key));
+    }
+    let names: Vec<&str> = events.iter().map(|(e, _)| e.as_str()).collect();
+    assert_eq!(
+        names,
+        ["zadd", "zremrangebyscore", "del", "zadd", "expire"],
+        "{events:?}"
+    );
+    drop(ps);
+
+    // WATCH: a CHECK that writes aborts the transaction; a denial that
+    // trimmed nothing leaves it alone.
+    let mut w = server.conn();
+    for (writes, expect_abort) in [(true, true), (false, false)] {
+        let _: () = redis::cmd("WATCH").arg("ev").query(&mut w).unwrap();
+        let limit = if writes { 5 } else { 1 };
+        check(&mut c, "ev", limit, 60_000);
+        let _: () = redis::cmd("MULTI").query(&mut w).unwrap();
+        let _: String = redis::cmd("SET")
+            .arg("other")
+            .arg("x")
+            .query(&mut w)
+            .unwrap();
+        let exec: Value = redis::cmd("EXEC").query(&mut w).unwrap();
+        assert_eq!(
+            exec == Value::Nil,
+            expect_abort,
+            "writes={writes}: {exec:?}"
+        );
+    }
 }
