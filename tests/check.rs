@@ -518,10 +518,35 @@ fn replica_matches(flavor: Flavor) {
     let replica = replica_without_module(&master, flavor);
     let mut m = master.conn();
     let keys = random_load(&mut m, 7, 3000);
+    // Effects of calls made from a script and inside MULTI replicate too.
+    for _ in 0..3 {
+        let _: Vec<i64> = redis::cmd("EVAL")
+            .arg("return {redis.call('SLIDEWIN.CHECK', KEYS[1], 2, 600000), redis.call('SLIDEWIN.CHECK', KEYS[1], 2, 600000, 'COST', 2)}")
+            .arg(1)
+            .arg("scripted")
+            .query(&mut m)
+            .unwrap();
+        let _: Vec<i64> = redis::pipe()
+            .atomic()
+            .cmd("SLIDEWIN.CHECK")
+            .arg("tx")
+            .arg(3)
+            .arg(600_000)
+            .cmd("SLIDEWIN.CHECK")
+            .arg("tx")
+            .arg(3)
+            .arg(600_000)
+            .query(&mut m)
+            .unwrap();
+    }
     settle(&mut m, &keys);
     wait_caught_up(&master, &replica);
     let mut r = replica.conn();
     assert_eq!(digest(&mut m), digest(&mut r));
+    for k in ["scripted", "tx"] {
+        let n: i64 = redis::cmd("ZCARD").arg(k).query(&mut r).unwrap();
+        assert!(n >= 2, "{k} reached the replica");
+    }
     let live: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut m).unwrap();
     assert!(!live.is_empty(), "long-window keys remain");
     for k in &live {
