@@ -1,0 +1,317 @@
+//! Unit and property tests of `args.rs` (kept apart from the module code).
+use super::*;
+use proptest::prelude::*;
+
+fn parse_strs(command: Command, args: &[&str]) -> Result<Request, ArgError> {
+    parse(
+        command,
+        args.iter().map(|a| a.as_bytes()),
+        Bounds::default(),
+    )
+}
+
+#[test]
+fn integers_parse_like_redis() {
+    let cases: &[(&str, Option<i64>)] = &[
+        ("0", Some(0)),
+        ("1", Some(1)),
+        ("-1", Some(-1)),
+        ("60000", Some(60_000)),
+        ("9223372036854775807", Some(i64::MAX)),
+        ("-9223372036854775808", Some(i64::MIN)),
+        ("9223372036854775808", None),
+        ("-9223372036854775809", None),
+        ("99999999999999999999999", None),
+        ("", None),
+        ("-", None),
+        ("-0", None),
+        ("01", None),
+        ("+1", None),
+        (" 1", None),
+        ("1 ", None),
+        ("1e3", None),
+        ("1.5", None),
+        ("1.0", None),
+        ("0x10", None),
+        ("inf", None),
+        ("nan", None),
+        ("--1", None),
+        ("1-", None),
+    ];
+    for (input, expected) in cases {
+        assert_eq!(parse_i64(input.as_bytes()), *expected, "input {input:?}");
+    }
+}
+
+#[test]
+fn non_utf8_is_not_an_integer() {
+    assert_eq!(parse_i64(&[0xff, b'1']), None);
+    assert_eq!(parse_i64(&[b'1', 0x80]), None);
+}
+
+#[test]
+fn valid_requests() {
+    type Case<'a> = (Command, &'a [&'a str], (u64, i64, u64, bool));
+    let cases: &[Case] = &[
+        (Command::Check, &["5", "60000"], (5, 60_000, 1, false)),
+        (Command::Check, &["1", "1"], (1, 1, 1, false)),
+        (
+            Command::Check,
+            &["100000", "31622400000"],
+            (100_000, DEFAULT_MAX_WINDOW_MS, 1, false),
+        ),
+        (Command::Check, &["5", "1000", "DETAIL"], (5, 1000, 1, true)),
+        (Command::Check, &["5", "1000", "detail"], (5, 1000, 1, true)),
+        (
+            Command::Check,
+            &["5", "1000", "COST", "3"],
+            (5, 1000, 3, false),
+        ),
+        (
+            Command::Check,
+            &["5", "1000", "cost", "3", "Detail"],
+            (5, 1000, 3, true),
+        ),
+        (
+            Command::Check,
+            &["5", "1000", "DETAIL", "CoSt", "7"],
+            (5, 1000, 7, true),
+        ),
+        // A cost above the limit is valid (it can never pass).
+        (
+            Command::Check,
+            &["5", "1000", "COST", "100000"],
+            (5, 1000, 100_000, false),
+        ),
+        (Command::Peek, &["5", "1000"], (5, 1000, 1, true)),
+        (
+            Command::Peek,
+            &["5", "1000", "COST", "2"],
+            (5, 1000, 2, true),
+        ),
+    ];
+    for (command, args, (limit, window_ms, cost, detail)) in cases {
+        let expected = Request {
+            limit: *limit,
+            window_ms: *window_ms,
+            cost: *cost,
+            detail: *detail,
+            with_members: false,
+        };
+        assert_eq!(
+            parse_strs(*command, args),
+            Ok(expected),
+            "{command:?} {args:?}"
+        );
+    }
+}
+
+#[test]
+fn invalid_requests() {
+    let limit = ArgError::Limit { max: 100_000 };
+    let window = ArgError::Window {
+        max: DEFAULT_MAX_WINDOW_MS,
+    };
+    let count = ArgError::Count { max: 100_000 };
+    let cases: Vec<(Command, &[&str], ArgError)> = vec![
+        (Command::Check, &["0", "1000"], limit.clone()),
+        (Command::Check, &["-5", "1000"], limit.clone()),
+        (Command::Check, &["100001", "1000"], limit.clone()),
+        (Command::Check, &["1.5", "1000"], limit.clone()),
+        (Command::Check, &["1e3", "1000"], limit.clone()),
+        (Command::Check, &["", "1000"], limit.clone()),
+        (
+            Command::Check,
+            &["99999999999999999999", "1000"],
+            limit.clone(),
+        ),
+        (Command::Check, &["5", "0"], window.clone()),
+        (Command::Check, &["5", "-1"], window.clone()),
+        (Command::Check, &["5", "31622400001"], window.clone()),
+        (Command::Check, &["5", "1.5"], window.clone()),
+        (Command::Check, &["5", ""], window.clone()),
+        (Command::Check, &["0", "0"], limit.clone()),
+        (Command::Check, &["5"], ArgError::WrongArity),
+        (Command::Check, &[], ArgError::WrongArity),
+        (
+            Command::Check,
+            &["5", "1000", "COST"],
+            ArgError::MissingCount,
+        ),
+        (Command::Check, &["5", "1000", "COST", "0"], count.clone()),
+        (Command::Check, &["5", "1000", "COST", "-1"], count.clone()),
+        (Command::Check, &["5", "1000", "COST", "1.5"], count.clone()),
+        (
+            Command::Check,
+            &["5", "1000", "COST", "100001"],
+            count.clone(),
+        ),
+        (
+            Command::Check,
+            &["5", "1000", "COST", "DETAIL"],
+            count.clone(),
+        ),
+        (
+            Command::Check,
+            &["5", "1000", "COST", "1", "COST", "2"],
+            ArgError::RepeatedOption("COST"),
+        ),
+        (
+            Command::Check,
+            &["5", "1000", "DETAIL", "detail"],
+            ArgError::RepeatedOption("DETAIL"),
+        ),
+        (
+            Command::Check,
+            &["5", "1000", "extra"],
+            ArgError::UnknownOption("extra".into()),
+        ),
+        (
+            Command::Peek,
+            &["5", "1000", "DETAIL"],
+            ArgError::UnknownOption("DETAIL".into()),
+        ),
+    ];
+    for (command, args, expected) in cases {
+        assert_eq!(
+            parse_strs(command, args),
+            Err(expected),
+            "{command:?} {args:?}"
+        );
+    }
+}
+
+#[test]
+fn multi_requests() {
+    let p = |args: &[&str]| parse_multi(args.iter().map(|a| a.as_bytes()), Bounds::default());
+    let r = p(&[
+        "2",
+        "ip",
+        "5",
+        "60000",
+        "phone",
+        "1",
+        "60000",
+        "cost",
+        "2",
+        "WITHMEMBERS",
+    ])
+    .unwrap();
+    assert_eq!(
+        r.rules,
+        vec![
+            Rule {
+                key_arg: 2,
+                limit: 5,
+                window_ms: 60_000
+            },
+            Rule {
+                key_arg: 5,
+                limit: 1,
+                window_ms: 60_000
+            },
+        ]
+    );
+    assert_eq!((r.cost, r.detail, r.with_members), (2, true, true));
+    assert_eq!(p(&["1", "k", "1", "1"]).unwrap().rules.len(), 1);
+    let cases: &[(&[&str], ArgError)] = &[
+        (&[], ArgError::WrongArity),
+        (&["0", "k", "1", "1"], ArgError::NumRules),
+        (&["65"], ArgError::NumRules),
+        (&["x", "k", "1", "1"], ArgError::NumRules),
+        (&["2", "k", "1", "1"], ArgError::NumRules),
+        (&["2", "k", "1", "1", "k2", "1"], ArgError::NumRules),
+        (&["1", "k", "0", "1"], ArgError::Limit { max: 100_000 }),
+        (
+            &["1", "k", "1", "0"],
+            ArgError::Window {
+                max: DEFAULT_MAX_WINDOW_MS,
+            },
+        ),
+        (
+            &["1", "k", "1", "1", "PEEK"],
+            ArgError::UnknownOption("PEEK".into()),
+        ),
+        (
+            &["1", "k", "1", "1", "DETAIL", "DETAIL"],
+            ArgError::RepeatedOption("DETAIL"),
+        ),
+    ];
+    for (args, expected) in cases {
+        assert_eq!(p(args), Err(expected.clone()), "{args:?}");
+    }
+}
+
+#[test]
+fn configured_bounds_apply() {
+    let bounds = Bounds {
+        max_limit: 10,
+        max_window_ms: 1000,
+    };
+    let p = |args: &[&str]| parse(Command::Check, args.iter().map(|a| a.as_bytes()), bounds);
+    assert!(p(&["10", "1000"]).is_ok());
+    assert_eq!(p(&["11", "1000"]), Err(ArgError::Limit { max: 10 }));
+    assert_eq!(p(&["10", "1001"]), Err(ArgError::Window { max: 1000 }));
+    assert_eq!(
+        p(&["10", "1000", "COST", "11"]),
+        Err(ArgError::Count { max: 10 })
+    );
+}
+
+#[test]
+fn error_texts_name_the_argument_and_range() {
+    assert_eq!(
+        ArgError::Limit { max: 100_000 }.to_string(),
+        "ERR limit must be an integer between 1 and 100000"
+    );
+    assert_eq!(
+        ArgError::Window {
+            max: DEFAULT_MAX_WINDOW_MS
+        }
+        .to_string(),
+        "ERR window_ms must be an integer between 1 and 31622400000"
+    );
+    assert_eq!(
+        ArgError::Count { max: 7 }.to_string(),
+        "ERR COST count must be an integer between 1 and 7"
+    );
+    assert_eq!(
+        ArgError::UnknownOption(printable(b"bad\r\n\xff")).to_string(),
+        "ERR unknown option 'bad\\x0d\\x0a\\xff'"
+    );
+    assert_eq!(printable(&[b'a'; 40]), format!("{}...", "a".repeat(32)));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4096))]
+
+    #[test]
+    fn every_i64_round_trips(v in any::<i64>()) {
+        prop_assert_eq!(parse_i64(v.to_string().as_bytes()), Some(v));
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_and_agree_with_std(bytes in proptest::collection::vec(any::<u8>(), 0..24)) {
+        let ours = parse_i64(&bytes);
+        // The naive model: std's parser, restricted to Redis's canonical form.
+        let model = std::str::from_utf8(&bytes).ok().and_then(|s| {
+            let canonical = s.parse::<i64>().ok()?;
+            (canonical.to_string() == s).then_some(canonical)
+        });
+        prop_assert_eq!(ours, model);
+    }
+
+    #[test]
+    fn arbitrary_argument_vectors_never_panic(
+        args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..12), 0..8),
+        peek in any::<bool>(),
+    ) {
+        let command = if peek { Command::Peek } else { Command::Check };
+        if let Ok(r) = parse(command, args.iter().map(|a| a.as_slice()), Bounds::default()) {
+            prop_assert!(r.limit >= 1 && r.limit <= 100_000);
+            prop_assert!(r.window_ms >= 1 && r.window_ms <= DEFAULT_MAX_WINDOW_MS);
+            prop_assert!(r.cost >= 1 && r.cost <= 100_000);
+            prop_assert!(r.detail || !peek);
+        }
+    }
+}

@@ -1,0 +1,519 @@
+//! Unit and property tests of `window.rs` (kept apart from the module code).
+use super::*;
+use proptest::prelude::*;
+
+fn req(limit: u64, window_ms: i64) -> Request {
+    Request::new(limit, window_ms)
+}
+
+fn detailed(limit: u64, window_ms: i64, cost: u64) -> Request {
+    Request {
+        limit,
+        window_ms,
+        cost,
+        detail: true,
+        with_members: false,
+    }
+}
+
+fn unwrap<T>(r: Result<T, std::convert::Infallible>) -> T {
+    match r {
+        Ok(v) => v,
+        Err(never) => match never {},
+    }
+}
+
+fn log_of(scores: &[f64]) -> MemoryLog {
+    MemoryLog {
+        scores: scores.to_vec(),
+        ..MemoryLog::default()
+    }
+}
+
+/// [allowed, limit, remaining, retry_after, reset_after], as replied.
+fn five(v: &Verdict, limit: u64) -> [i64; 5] {
+    let d = v.detail.expect("detail");
+    [
+        i64::from(v.allowed),
+        limit as i64,
+        d.remaining as i64,
+        d.retry_after_ms,
+        d.reset_after_ms,
+    ]
+}
+
+#[test]
+fn sms_example_allows_five_then_denies() {
+    let mut log = MemoryLog::default();
+    let r = req(5, 60_000);
+    let replies: Vec<bool> = (0..7)
+        .map(|i| unwrap(check(&mut log, 1_000_000 + i, &r)).allowed)
+        .collect();
+    assert_eq!(replies, [true, true, true, true, true, false, false]);
+    assert_eq!(log.scores.len(), 5);
+    // The expiry follows the newest accepted entry, not the denied calls.
+    assert_eq!(log.expire_at_ms, Some(1_000_004 + 60_000));
+}
+
+#[test]
+fn table_of_boundaries() {
+    // (existing scores, now, limit, window) -> (allowed, trimmed, count, expire)
+    type Case = (&'static [f64], i64, u64, i64, (bool, u64, u64, Option<i64>));
+    let cases: &[Case] = &[
+        // An entry exactly window_ms old has expired.
+        (&[0.0], 1000, 1, 1000, (true, 1, 1, Some(2000))),
+        // One millisecond younger, it still counts.
+        (&[1.0], 1000, 1, 1000, (false, 0, 1, None)),
+        // Empty log.
+        (&[], 5, 3, 10, (true, 0, 1, Some(15))),
+        // Full log, nothing stale: denied, nothing trimmed.
+        (&[1.0, 2.0, 3.0], 5, 3, 10, (false, 0, 3, None)),
+        // Full log with one stale entry: the trim frees a slot.
+        (&[1.0, 2.0, 3.0], 11, 3, 10, (true, 1, 3, Some(21))),
+        // A future entry (clock stepped back) still counts and the expiry
+        // covers it.
+        (&[50.0], 10, 2, 10, (true, 0, 2, Some(60))),
+        // A fractional score from a foreign writer rounds the expiry up.
+        (&[50.5], 10, 2, 10, (true, 0, 2, Some(61))),
+    ];
+    for (scores, now, limit, window, expected) in cases {
+        let mut log = log_of(scores);
+        let got = unwrap(check(&mut log, *now, &req(*limit, *window)));
+        assert_eq!(
+            (got.allowed, got.trimmed, got.count, got.expire_at_ms),
+            *expected,
+            "scores {scores:?} now {now} limit {limit} window {window}"
+        );
+        assert_eq!(log.expire_at_ms, expected.3);
+    }
+}
+
+#[test]
+fn detail_examples_from_the_reference() {
+    let now = 100_000i64;
+    // Empty key.
+    let mut log = MemoryLog::default();
+    let v = unwrap(check(&mut log, now, &detailed(3, 10_000, 1)));
+    assert_eq!(five(&v, 3), [1, 3, 2, 0, 10_000]);
+    // Entries 9000, 5000 and 1000 ms old.
+    let aged = [
+        (now - 9000) as f64,
+        (now - 5000) as f64,
+        (now - 1000) as f64,
+    ];
+    let cases: &[(u64, u64, [i64; 5])] = &[
+        (3, 1, [0, 3, 0, 1000, 9000]),
+        (3, 2, [0, 3, 0, 5000, 9000]),
+        (4, 2, [0, 4, 1, 1000, 9000]),
+        (3, 3, [0, 3, 0, 9000, 9000]),
+        // Cost above the limit can never pass.
+        (3, 4, [0, 3, 0, -1, 9000]),
+        (6, 3, [1, 6, 0, 0, 10_000]),
+    ];
+    for (limit, cost, expected) in cases {
+        let mut log = log_of(&aged);
+        let v = unwrap(check(&mut log, now, &detailed(*limit, 10_000, *cost)));
+        assert_eq!(five(&v, *limit), *expected, "limit {limit} cost {cost}");
+        // PEEK answers the same (for the denied ones, where nothing changes).
+        if !v.allowed {
+            let mut log = log_of(&aged);
+            let p = unwrap(peek(&mut log, now, &detailed(*limit, 10_000, *cost)));
+            assert_eq!(five(&p, *limit), *expected);
+            assert_eq!(log.scores, aged.to_vec(), "peek changes nothing");
+        }
+    }
+}
+
+#[test]
+fn allowed_cost_adds_every_unit() {
+    let mut log = MemoryLog::default();
+    let v = unwrap(check(&mut log, 10, &detailed(5, 100, 3)));
+    assert_eq!(five(&v, 5), [1, 5, 2, 0, 100]);
+    assert_eq!(log.scores, vec![10.0; 3]);
+    let v = unwrap(check(&mut log, 20, &detailed(5, 100, 3)));
+    assert_eq!(five(&v, 5), [0, 5, 2, 90, 90]);
+    assert_eq!(log.scores.len(), 3, "denied: nothing added");
+}
+
+#[test]
+fn cost_above_limit_is_denied_but_still_trims() {
+    let mut log = log_of(&[1.0, 50.0]);
+    let v = unwrap(check(&mut log, 100, &detailed(2, 60, 3)));
+    assert!(!v.allowed);
+    assert_eq!(v.trimmed, 1);
+    assert_eq!(log.scores, vec![50.0]);
+    assert_eq!(five(&v, 2), [0, 2, 1, -1, 10]);
+}
+
+#[test]
+fn peek_ignores_stale_entries_without_removing_them() {
+    let mut log = log_of(&[1.0, 2.0, 95.0]);
+    let v = unwrap(peek(&mut log, 100, &detailed(2, 50, 1)));
+    assert_eq!(five(&v, 2), [1, 2, 1, 0, 45]);
+    assert_eq!(log.scores.len(), 3);
+    // An empty window resets in 0.
+    let mut log = log_of(&[1.0]);
+    let v = unwrap(peek(&mut log, 100, &detailed(2, 50, 1)));
+    assert_eq!(five(&v, 2), [1, 2, 2, 0, 0]);
+}
+
+#[test]
+fn retry_after_is_never_zero_while_limited() {
+    // A fractional foreign score just inside the window.
+    let mut log = log_of(&[50.2]);
+    let v = unwrap(peek(&mut log, 100, &detailed(1, 50, 1)));
+    assert_eq!(five(&v, 1), [0, 1, 0, 1, 1]);
+}
+
+#[test]
+fn over_full_logs_report_zero_remaining() {
+    // The limit was lowered after the log filled up.
+    let mut log = log_of(&[90.0, 91.0, 92.0, 93.0]);
+    let v = unwrap(check(&mut log, 100, &detailed(2, 50, 1)));
+    // Three of the four must expire before one more fits: the third oldest.
+    assert_eq!(five(&v, 2), [0, 2, 0, 42, 43]);
+}
+
+#[test]
+fn denied_calls_leave_the_log_and_expiry_alone() {
+    let mut log = MemoryLog::default();
+    let r = req(2, 100);
+    assert!(unwrap(check(&mut log, 10, &r)).allowed);
+    assert!(unwrap(check(&mut log, 20, &r)).allowed);
+    let before = log.clone();
+    let denied = unwrap(check(&mut log, 30, &r));
+    assert!(!denied.allowed);
+    assert_eq!(denied.detail, None, "no detail unless asked");
+    assert_eq!(log.scores, before.scores);
+    assert_eq!(log.expire_at_ms, Some(120));
+}
+
+#[test]
+fn extreme_values_saturate_instead_of_overflowing() {
+    let r = detailed(100_000, crate::args::DEFAULT_MAX_WINDOW_MS, 100_000);
+    let mut log = MemoryLog::default();
+    let got = unwrap(check(&mut log, i64::MAX, &r));
+    assert_eq!(got.expire_at_ms, Some(i64::MAX));
+    let mut log = MemoryLog::default();
+    let got = unwrap(check(&mut log, i64::MIN, &r));
+    assert!(got.allowed);
+    assert_eq!(cutoff(i64::MIN, 5), i64::MIN);
+    assert!(!fits(u64::MAX, &r));
+    assert_eq!(expiry(0, Some(f64::INFINITY), 10), i64::MAX);
+    assert_eq!(expiry(0, Some(f64::NAN), 10), 10);
+    let mut log = log_of(&[f64::MAX]);
+    let v = unwrap(peek(&mut log, 0, &detailed(1, 10, 1)));
+    assert_eq!(five(&v, 1), [0, 1, 0, i64::MAX, i64::MAX]);
+}
+
+/// The naive model: accept at `t` when fewer than `limit - cost + 1`
+/// accepted units are scored after `t - window`.
+fn model_allows(accepted: &[i64], t: i64, r: &Request) -> bool {
+    let in_window = accepted.iter().filter(|&&s| s > t - r.window_ms).count() as u64;
+    in_window + r.cost <= r.limit
+}
+
+/// The naive retry: the smallest wait after which the model allows.
+fn model_retry(accepted: &[i64], t: i64, r: &Request) -> i64 {
+    if r.cost > r.limit {
+        return -1;
+    }
+    (1..=r.window_ms)
+        .find(|d| model_allows(accepted, t + d, r))
+        .unwrap_or(i64::MAX)
+}
+
+fn rule(log: usize, limit: u64, window_ms: i64) -> MultiRule {
+    MultiRule {
+        log,
+        limit,
+        window_ms,
+    }
+}
+
+#[test]
+fn mcheck_sms_policy_is_all_or_nothing() {
+    // ip: 5 per minute; phone: 1 per minute and 10 per day.
+    let day = 86_400_000;
+    let rules = [rule(0, 5, 60_000), rule(1, 1, 60_000), rule(1, 10, day)];
+    let mut logs = vec![MemoryLog::default(), MemoryLog::default()];
+    let v = unwrap(mcheck(&mut logs, &rules, 1_000_000, 1, true));
+    assert!(v.allowed);
+    assert_eq!(v.members.len(), 1);
+    assert_eq!(logs[0].scores.len(), 1);
+    assert_eq!(logs[1].scores.len(), 1, "once per key, not once per rule");
+    assert_eq!(
+        logs[0].members, logs[1].members,
+        "the same member in each key"
+    );
+    assert_eq!(logs[0].expire_at_ms, Some(1_000_000 + 60_000));
+    assert_eq!(
+        logs[1].expire_at_ms,
+        Some(1_000_000 + day),
+        "the longest window"
+    );
+    let details: Vec<(bool, [i64; 3])> = v
+        .rules
+        .iter()
+        .map(|(ok, d)| {
+            (
+                *ok,
+                [d.remaining as i64, d.retry_after_ms, d.reset_after_ms],
+            )
+        })
+        .collect();
+    assert_eq!(
+        details,
+        [
+            (true, [4, 0, 60_000]),
+            (true, [0, 0, 60_000]),
+            (true, [9, 0, day])
+        ]
+    );
+    // A second SMS to the same phone a second later: the phone's minute
+    // rule denies, so the ip is not charged either.
+    let v = unwrap(mcheck(&mut logs, &rules, 1_001_000, 1, true));
+    assert!(!v.allowed);
+    assert_eq!(v.retry_after_ms, 59_000);
+    assert_eq!(logs[0].scores.len(), 1, "nothing added anywhere");
+    assert_eq!(logs[1].scores.len(), 1);
+    assert!(v.rules[0].0);
+    assert!(!v.rules[1].0);
+    assert_eq!(v.rules[1].1.retry_after_ms, 59_000);
+    // A minute later it passes again.
+    let v = unwrap(mcheck(&mut logs, &rules, 1_060_000, 1, false));
+    assert!(v.allowed);
+    assert!(v.rules.is_empty(), "no detail unless asked");
+    assert_eq!(logs[1].scores.len(), 2, "the day rule kept the older entry");
+}
+
+#[test]
+fn mcheck_trims_a_shared_key_only_by_its_longest_window() {
+    let rules = [rule(0, 1, 100), rule(0, 5, 1000)];
+    let mut logs = vec![log_of(&[500.0])];
+    // At 700 the entry is outside the 100 ms rule but inside the 1 s one.
+    let v = unwrap(mcheck(&mut logs, &rules, 700, 1, true));
+    assert!(v.allowed);
+    assert_eq!(
+        logs[0].scores,
+        vec![500.0, 700.0],
+        "the 1 s rule still needs 500"
+    );
+    assert_eq!(v.rules[0].1.remaining, 0);
+    assert_eq!(v.rules[1].1.remaining, 3);
+    assert_eq!(v.trimmed, 0);
+    // At 1600 the 1 s window has passed 500, which goes.
+    let v = unwrap(mcheck(&mut logs, &rules, 1600, 1, false));
+    assert!(v.allowed);
+    assert_eq!(v.trimmed, 1);
+    assert_eq!(logs[0].scores, vec![700.0, 1600.0]);
+}
+
+#[test]
+fn mcheck_retry_is_the_longest_wait_or_never() {
+    let mut logs = vec![log_of(&[90.0]), log_of(&[50.0])];
+    let rules = [rule(0, 1, 100), rule(1, 1, 100)];
+    let v = unwrap(mcheck(&mut logs, &rules, 100, 1, false));
+    assert!(!v.allowed);
+    assert_eq!(
+        v.retry_after_ms, 90,
+        "the key whose entry is youngest decides"
+    );
+    let v = unwrap(mcheck(
+        &mut logs,
+        &[rule(0, 1, 100), rule(1, 5, 100)],
+        100,
+        2,
+        false,
+    ));
+    assert_eq!(v.retry_after_ms, -1, "a cost of 2 never fits a limit of 1");
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Move the clock by this many ms (negative: a backwards step).
+    Clock(i64),
+    /// A foreign writer (the old Lua script, a client clock) adds a score.
+    Foreign(f64),
+    Check {
+        limit: u64,
+        window: i64,
+        cost: u64,
+    },
+    Peek {
+        limit: u64,
+        window: i64,
+        cost: u64,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let req = (1u64..10, 1i64..1000, 1u64..12);
+    prop_oneof![
+        (-500i64..500).prop_map(Op::Clock),
+        prop_oneof![
+            (-1e6f64..1e7).boxed(),
+            Just(f64::MAX).boxed(),
+            Just(-0.0).boxed(),
+            (0i64..5000).prop_map(|v| v as f64 + 0.5).boxed(),
+        ]
+        .prop_map(Op::Foreign),
+        req.clone().prop_map(|(limit, window, cost)| Op::Check {
+            limit,
+            window,
+            cost
+        }),
+        req.prop_map(|(limit, window, cost)| Op::Peek {
+            limit,
+            window,
+            cost
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    #[test]
+    fn agrees_with_the_naive_model(
+        limit in 1u64..8,
+        window in 1i64..200,
+        steps in proptest::collection::vec((0i64..60, 1u64..4, any::<bool>()), 1..100),
+    ) {
+        let mut log = MemoryLog::default();
+        let mut accepted: Vec<i64> = Vec::new();
+        let mut now = 1_000i64;
+        for (step, cost, use_peek) in steps {
+            now += step;
+            let r = detailed(limit, window, cost);
+            let expected = model_allows(&accepted, now, &r);
+            let before = log.clone();
+            let got = if use_peek {
+                unwrap(peek(&mut log, now, &r))
+            } else {
+                unwrap(check(&mut log, now, &r))
+            };
+            prop_assert_eq!(got.allowed, expected);
+            let d = got.detail.expect("detail");
+            if use_peek {
+                prop_assert_eq!(&log.scores, &before.scores);
+            } else if got.allowed {
+                accepted.extend(std::iter::repeat_n(now, cost as usize));
+                prop_assert_eq!(got.expire_at_ms, Some(now + window));
+            }
+            if !got.allowed {
+                prop_assert_eq!(d.retry_after_ms, model_retry(&accepted, now, &r));
+            }
+            let live: Vec<i64> = accepted.iter().copied().filter(|&s| s > now - window).collect();
+            let count_after = live.len() as u64;
+            prop_assert_eq!(d.remaining, limit.saturating_sub(count_after));
+            let reset = live.iter().max().map_or(0, |&s| s + window - now);
+            prop_assert_eq!(d.reset_after_ms, reset);
+            if !use_peek {
+                let mut kept: Vec<i64> = log.scores.iter().map(|&s| s as i64).collect();
+                kept.sort_unstable();
+                prop_assert_eq!(kept, live);
+            }
+        }
+        // The promise: no trailing window ever holds more than `limit`.
+        for &end in &accepted {
+            let n = accepted.iter().filter(|&&s| s > end - window && s <= end).count();
+            prop_assert!(n as u64 <= limit);
+        }
+    }
+
+    #[test]
+    fn mcheck_agrees_with_the_rules_one_by_one(
+        rules in proptest::collection::vec((0usize..3, 1u64..6, 1i64..300), 1..5),
+        steps in proptest::collection::vec((0i64..80, 1u64..3), 1..60),
+    ) {
+        let rules: Vec<MultiRule> = rules.into_iter().map(|(l, lim, w)| rule(l, lim, w)).collect();
+        let mut logs = vec![MemoryLog::default(), MemoryLog::default(), MemoryLog::default()];
+        let mut accepted: Vec<Vec<i64>> = vec![Vec::new(); 3];
+        let mut now = 10_000i64;
+        for (step, cost) in steps {
+            now += step;
+            let expected = rules.iter().all(|r| {
+                let n = accepted[r.log].iter().filter(|&&s| s > now - r.window_ms).count() as u64;
+                n + cost <= r.limit
+            });
+            let v = unwrap(mcheck(&mut logs, &rules, now, cost, true));
+            prop_assert_eq!(v.allowed, expected);
+            prop_assert_eq!(v.rules.len(), rules.len());
+            if expected {
+                let used: std::collections::BTreeSet<usize> = rules.iter().map(|r| r.log).collect();
+                for l in used {
+                    accepted[l].extend(std::iter::repeat_n(now, cost as usize));
+                }
+                prop_assert_eq!(v.members.len() as u64, cost);
+            } else {
+                prop_assert!(v.retry_after_ms == -1 || v.retry_after_ms >= 1);
+            }
+            for (r, (ok, d)) in rules.iter().zip(&v.rules) {
+                let n = accepted[r.log].iter().filter(|&&s| s > now - r.window_ms).count() as u64;
+                prop_assert_eq!(d.remaining, r.limit.saturating_sub(n));
+                prop_assert!(*ok || !expected);
+            }
+            // Every log holds what some rule on it still needs.
+            for (l, log) in logs.iter().enumerate() {
+                if let Some(w) = rules.iter().filter(|r| r.log == l).map(|r| r.window_ms).max() {
+                    let mut have: Vec<i64> = log.scores.iter().map(|&s| s as i64).collect();
+                    have.sort_unstable();
+                    let want: Vec<i64> = accepted[l].iter().copied().filter(|&s| s > now - w).collect();
+                    prop_assert_eq!(have, want);
+                }
+            }
+        }
+    }
+
+    /// Clock steps in both directions, foreign scores of any value and
+    /// random requests: never a panic, and every reply is consistent
+    /// with the log it was computed from.
+    #[test]
+    fn survives_clock_steps_and_foreign_entries(ops in proptest::collection::vec(op(), 1..150)) {
+        let mut log = MemoryLog::default();
+        let mut now = 1_000_000i64;
+        for op in ops {
+            match op {
+                Op::Clock(step) => now += step,
+                Op::Foreign(score) => log.scores.push(score),
+                Op::Check { limit, window, cost } | Op::Peek { limit, window, cost } => {
+                    let is_peek = matches!(op, Op::Peek { .. });
+                    let r = detailed(limit, window, cost);
+                    let before = log.clone();
+                    let in_window = before.sorted_above(now - window).len() as u64;
+                    let v = if is_peek {
+                        unwrap(peek(&mut log, now, &r))
+                    } else {
+                        unwrap(check(&mut log, now, &r))
+                    };
+                    let d = v.detail.expect("detail");
+                    prop_assert_eq!(v.allowed, in_window + cost <= limit);
+                    prop_assert!(d.remaining <= limit);
+                    prop_assert!(d.reset_after_ms >= 0);
+                    if v.allowed {
+                        prop_assert_eq!(d.retry_after_ms, 0);
+                    } else if cost > limit {
+                        prop_assert_eq!(d.retry_after_ms, -1);
+                    } else {
+                        prop_assert!(d.retry_after_ms >= 1);
+                    }
+                    if is_peek || !v.allowed {
+                        // Nothing added; a check may only have trimmed.
+                        prop_assert_eq!(log.sorted_above(now - window), before.sorted_above(now - window));
+                    } else {
+                        prop_assert_eq!(log.sorted_above(now - window).len() as u64, in_window + cost);
+                        let at = v.expire_at_ms.expect("expiry");
+                        // The key outlives every entry that still counts.
+                        for s in log.sorted_above(now - window) {
+                            prop_assert!(s.is_nan() || s + window as f64 <= at as f64 + 1.0 || s >= i64::MAX as f64);
+                        }
+                    }
+                    if is_peek {
+                        prop_assert_eq!(&log.scores, &before.scores);
+                    }
+                }
+            }
+        }
+    }
+}
