@@ -29,6 +29,11 @@ fn guarded(body: impl FnOnce() -> RedisResult) -> RedisResult {
     })
 }
 
+/// The server's clock, read once per command.
+fn server_now() -> Result<i64, RedisError> {
+    clock::now_ms().ok_or(RedisError::Str("ERR the server clock is unavailable"))
+}
+
 fn int(v: u64) -> RedisValue {
     RedisValue::Integer(i64::try_from(v).unwrap_or(i64::MAX))
 }
@@ -73,7 +78,7 @@ fn execute(ctx: &Context, argv: &[RedisString], command: Command) -> RedisResult
         return Err(RedisError::WrongArity);
     };
     let request = args::parse(command, rest.iter().map(|a| a.as_slice()), config::bounds())?;
-    let now = clock::now_ms().ok_or(RedisError::Str("ERR the server clock is unavailable"))?;
+    let now = server_now()?;
     let verdict = match command {
         Command::Check => {
             let mut log = ZsetLog::open_write(ctx, key)?;
@@ -147,7 +152,7 @@ fn execute_multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
             window_ms: r.window_ms,
         });
     }
-    let now = clock::now_ms().ok_or(RedisError::Str("ERR the server clock is unavailable"))?;
+    let now = server_now()?;
     // Every key is opened and type-checked before anything changes.
     let mut logs = keys
         .iter()

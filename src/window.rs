@@ -143,6 +143,27 @@ fn reset_after(newest: Option<f64>, now_ms: i64, window_ms: i64) -> i64 {
     newest.map_or(0, |s| ms_until_expired(s, window_ms, now_ms).max(0))
 }
 
+/// The detail of a call that adds nothing (a denial, or a peek) with `n`
+/// entries in the window: the entries stay as they are.
+fn detail_unchanged<L: WindowLog>(
+    log: &mut L,
+    now_ms: i64,
+    request: &Request,
+    n: u64,
+) -> Result<Detail, L::Error> {
+    let retry_after_ms = if fits(n, request) {
+        0
+    } else {
+        retry_after(log, now_ms, request, n)?
+    };
+    let newest = log.newest_above(cutoff(now_ms, request.window_ms))?;
+    Ok(Detail {
+        remaining: request.limit.saturating_sub(n),
+        retry_after_ms,
+        reset_after_ms: reset_after(newest, now_ms, request.window_ms),
+    })
+}
+
 /// Runs one `SLIDEWIN.CHECK` against `log` at time `now_ms`.
 pub fn check<L: WindowLog>(
     log: &mut L,
@@ -154,11 +175,7 @@ pub fn check<L: WindowLog>(
     let n = log.count()?;
     if !fits(n, request) {
         let detail = if request.detail {
-            Some(Detail {
-                remaining: request.limit.saturating_sub(n),
-                retry_after_ms: retry_after(log, now_ms, request, n)?,
-                reset_after_ms: reset_after(log.newest_above(cut)?, now_ms, request.window_ms),
-            })
+            Some(detail_unchanged(log, now_ms, request, n)?)
         } else {
             None
         };
@@ -204,25 +221,14 @@ pub fn peek<L: WindowLog>(
     now_ms: i64,
     request: &Request,
 ) -> Result<Verdict, L::Error> {
-    let cut = cutoff(now_ms, request.window_ms);
-    let n = log.count_above(cut)?;
-    let allowed = fits(n, request);
-    let retry_after_ms = if allowed {
-        0
-    } else {
-        retry_after(log, now_ms, request, n)?
-    };
+    let n = log.count_above(cutoff(now_ms, request.window_ms))?;
     Ok(Verdict {
-        allowed,
+        allowed: fits(n, request),
         count: n,
         trimmed: 0,
         added: 0,
         expire_at_ms: None,
-        detail: Some(Detail {
-            remaining: request.limit.saturating_sub(n),
-            retry_after_ms,
-            reset_after_ms: reset_after(log.newest_above(cut)?, now_ms, request.window_ms),
-        }),
+        detail: Some(detail_unchanged(log, now_ms, request, n)?),
         members: Vec::new(),
     })
 }
@@ -350,45 +356,42 @@ pub fn mcheck<L: WindowLog>(
         let Some(log) = logs.get_mut(r.log) else {
             continue;
         };
-        let count_after = if allowed { n.saturating_add(cost) } else { n };
-        let own_retry = if fits_rule {
-            0
+        let d = if allowed {
+            // The same expiry the log was given, seen through this rule's window.
+            let at = expiry(
+                now_ms,
+                newest_after_now.get(r.log).copied().flatten(),
+                r.window_ms,
+            );
+            Detail {
+                remaining: r.limit.saturating_sub(n.saturating_add(cost)),
+                retry_after_ms: 0,
+                reset_after_ms: at.saturating_sub(now_ms),
+            }
+        } else if detail {
+            detail_unchanged(log, now_ms, &req, n)?
         } else {
-            retry_after(log, now_ms, &req, n)?
+            // Only the wait matters, for the overall retry.
+            Detail {
+                remaining: 0,
+                retry_after_ms: if fits_rule {
+                    0
+                } else {
+                    retry_after(log, now_ms, &req, n)?
+                },
+                reset_after_ms: 0,
+            }
         };
         if !fits_rule {
-            retry = if own_retry < 0 || retry < 0 {
+            retry = if d.retry_after_ms < 0 || retry < 0 {
                 -1
             } else {
-                retry.max(own_retry)
+                retry.max(d.retry_after_ms)
             };
         }
-        if !detail {
-            continue;
+        if detail {
+            details.push((fits_rule, d));
         }
-        let reset_after_ms = if allowed {
-            let newest = newest_after_now
-                .get(r.log)
-                .copied()
-                .flatten()
-                .filter(|&s| s > now_ms as f64)
-                .unwrap_or(now_ms as f64);
-            ms_until_expired(newest, r.window_ms, now_ms).max(0)
-        } else {
-            reset_after(
-                log.newest_above(cutoff(now_ms, r.window_ms))?,
-                now_ms,
-                r.window_ms,
-            )
-        };
-        details.push((
-            fits_rule,
-            Detail {
-                remaining: r.limit.saturating_sub(count_after),
-                retry_after_ms: own_retry,
-                reset_after_ms,
-            },
-        ));
     }
     Ok(MultiVerdict {
         allowed,
