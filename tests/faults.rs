@@ -113,27 +113,38 @@ fn noreplicas(flavor: Flavor) {
     assert_eq!(check(&mut c, "k", 5, 60_000), 1);
 }
 
+/// Runs a read-only script (`EVAL_RO`) or function (`FCALL_RO`) on key "ro":
+/// its CHECK must be refused as a write, its PEEK must answer.
+fn assert_read_only(c: &mut Connection, command: &str, check: &str, peek: &str) {
+    let err = redis::cmd(command)
+        .arg(check)
+        .arg(1)
+        .arg("ro")
+        .query::<Value>(c)
+        .expect_err(command);
+    assert!(
+        error_text(&err).contains("Write commands are not allowed from read-only scripts"),
+        "{command}: {}",
+        error_text(&err)
+    );
+    let reply: Vec<i64> = redis::cmd(command)
+        .arg(peek)
+        .arg(1)
+        .arg("ro")
+        .query(c)
+        .unwrap();
+    assert_eq!(reply, [1, 5, 5, 0, 0], "{command}");
+}
+
 fn read_only_scripts(flavor: Flavor) {
     let server = Options::new(flavor).start();
     let mut c = server.conn();
-    let err = redis::cmd("EVAL_RO")
-        .arg("return redis.call('SLIDEWIN.CHECK', KEYS[1], 5, 60000)")
-        .arg(1)
-        .arg("ro")
-        .query::<Value>(&mut c)
-        .expect_err("EVAL_RO");
-    assert!(
-        error_text(&err).contains("Write commands are not allowed from read-only scripts"),
-        "{}",
-        error_text(&err)
+    assert_read_only(
+        &mut c,
+        "EVAL_RO",
+        "return redis.call('SLIDEWIN.CHECK', KEYS[1], 5, 60000)",
+        "return redis.call('SLIDEWIN.PEEK', KEYS[1], 5, 60000)",
     );
-    let peek: Vec<i64> = redis::cmd("EVAL_RO")
-        .arg("return redis.call('SLIDEWIN.PEEK', KEYS[1], 5, 60000)")
-        .arg(1)
-        .arg("ro")
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(peek, [1, 5, 5, 0, 0]);
     let library = "#!lua name=slidewin_ro_test\n\
         redis.register_function{function_name='ro_check', flags={'no-writes'}, \
           callback=function(keys) return redis.call('SLIDEWIN.CHECK', keys[1], 5, 60000) end}\n\
@@ -144,24 +155,7 @@ fn read_only_scripts(flavor: Flavor) {
         .arg(library)
         .query(&mut c)
         .unwrap();
-    let err = redis::cmd("FCALL_RO")
-        .arg("ro_check")
-        .arg(1)
-        .arg("ro")
-        .query::<Value>(&mut c)
-        .expect_err("FCALL_RO");
-    assert!(
-        error_text(&err).contains("Write commands are not allowed from read-only scripts"),
-        "{}",
-        error_text(&err)
-    );
-    let peek: Vec<i64> = redis::cmd("FCALL_RO")
-        .arg("ro_peek")
-        .arg(1)
-        .arg("ro")
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(peek, [1, 5, 5, 0, 0]);
+    assert_read_only(&mut c, "FCALL_RO", "ro_check", "ro_peek");
     assert!(!exists(&mut c, "ro"));
 }
 
