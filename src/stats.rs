@@ -6,6 +6,13 @@
 //! `undone` (entries SLIDEWIN.UNDO removed) and `errors` (error replies the
 //! commands gave; arity
 //! errors come from the server itself, which checks the declared arity).
+//!
+//! A second section, `slidewin_capabilities`, says what the module found the
+//! server able to do when it loaded (1 or 0): `acl_categories` (the server
+//! exports `RedisModule_SetCommandACLCategories`, so the commands carry ACL
+//! categories) and `cached_clock` (the server exports
+//! `RedisModule_CachedMicroseconds`, so one clock value holds for a whole
+//! MULTI or script).
 
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -59,7 +66,25 @@ pub fn snapshot() -> [(&'static std::ffi::CStr, u64); 6] {
     ]
 }
 
-/// The INFO callback: one section, `slidewin_stats`.
+/// What the server supports, as (field, 0 or 1) pairs in INFO order: each
+/// optional API is detected by its function pointer, never by version.
+pub fn capabilities() -> [(&'static std::ffi::CStr, u64); 2] {
+    // SAFETY: the API pointers are written once while the module loads and
+    // only read afterwards, on the main thread; copying an `Option<fn>` out
+    // of the static creates no reference to it.
+    let (acl, cached) = unsafe {
+        (
+            raw::RedisModule_SetCommandACLCategories,
+            raw::RedisModule_CachedMicroseconds,
+        )
+    };
+    [
+        (c"acl_categories", u64::from(acl.is_some())),
+        (c"cached_clock", u64::from(cached.is_some())),
+    ]
+}
+
+/// The INFO callback: `slidewin_stats` and `slidewin_capabilities`.
 extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
     let (Ok(section), Ok(field)) = (
         api!(RedisModule_InfoAddSection),
@@ -72,6 +97,10 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
     unsafe {
         section(ctx, c"stats".as_ptr());
         for (name, value) in snapshot() {
+            field(ctx, name.as_ptr(), value);
+        }
+        section(ctx, c"capabilities".as_ptr());
+        for (name, value) in capabilities() {
             field(ctx, name.as_ptr(), value);
         }
     }

@@ -13,7 +13,7 @@ use rand::Rng;
 use redis::Value;
 use support::*;
 
-on_both_servers! {
+on_every_server! {
     every_key_lands_on_its_slot_owner => routing;
     wrong_node_replies_moved_and_writes_nothing => moved;
     ask_during_slot_migration_is_honoured => ask;
@@ -37,11 +37,10 @@ fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/cluster.sh")
 }
 
-fn cli(flavor: Flavor) -> PathBuf {
-    match flavor {
-        Flavor::Redis => PathBuf::from("redis-cli"),
-        Flavor::Valkey => flavor.binary().with_file_name("valkey-cli"),
-    }
+/// The client that creates the cluster and follows redirects: Debian's
+/// `redis-cli` speaks to every server of the suite.
+fn cli() -> PathBuf {
+    PathBuf::from("redis-cli")
 }
 
 /// A base port whose six ports and six cluster-bus ports (+10000) are free.
@@ -89,7 +88,7 @@ impl Cluster {
             .env("CLUSTER_DIR", self.dir.path())
             .env("BASE_PORT", self.base.to_string())
             .env("SERVER", self.flavor.binary())
-            .env("CLI", cli(self.flavor))
+            .env("CLI", cli())
             .env("MODULE", module_path());
         cmd
     }
@@ -317,7 +316,7 @@ fn ask(flavor: Flavor) {
     assert_eq!(r, 1);
     assert_eq!(asking_zcard(&mut tgt, new), 1, "the entry is on the target");
     // A cluster-aware client (redis-cli -c) follows the ASK by itself.
-    let out = Command::new(cli(flavor))
+    let out = Command::new(cli())
         .args([
             "-c",
             "-p",

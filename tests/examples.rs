@@ -6,7 +6,7 @@ use std::process::Command;
 
 use support::*;
 
-on_both_servers! {
+on_every_server! {
     python_sms_policy_example_runs => python_sms_policy;
     redis_cli_example_runs => cli_example;
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use redis::Value;
 use support::*;
 
-on_both_servers! {
+on_every_server! {
     oom_refuses_check_and_creates_nothing_while_peek_answers => oom;
     client_pause_write_holds_check_not_peek => client_pause;
     min_replicas_unmet_gives_noreplicas => noreplicas;

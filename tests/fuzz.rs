@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use redis::Value;
 use support::*;
 
-on_both_servers! {
+on_every_server! {
     random_argument_vectors_never_hurt_the_server => fuzz;
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rand::Rng;
 use support::*;
 
-on_both_servers! {
+on_every_server! {
     concurrent_clients_never_over_admit => history;
 }
 

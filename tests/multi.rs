@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::Value;
 use support::*;
 
-on_both_servers! {
+on_every_server! {
     sms_policy_is_all_or_nothing => sms_policy;
     several_windows_on_one_key_keep_what_the_longest_needs => several_windows;
     detail_reply_shape_and_values => mcheck_detail;

