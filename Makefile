@@ -11,7 +11,7 @@ REDIS_IMAGE ?= redis:7.2-bookworm
 RUST_IMAGE ?= rust:1-bookworm
 # The servers make test-docker builds stand-in images from and runs the
 # container suite on (names as in scripts/server-path.sh).
-DOCKER_SERVERS ?= redis-7.0 redis-8.2
+DOCKER_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
 # The classic builder: this project's machines have no buildx.
 DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
