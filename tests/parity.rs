@@ -4,11 +4,12 @@
 //!
 //! The two cannot read one clock: the module uses the server's cached
 //! command time, the function TIME. Each pair runs back to back in one
-//! MULTI, so the two `now`s differ by a millisecond or two; to keep that from
-//! ever flipping a decision, calls are made only 20-40 ms into a 100 ms
-//! slot and every window is a whole number of slots plus 50 ms, so no entry
-//! ever expires within 10 ms of a call. Decisions, limits and remainders
-//! must then match exactly; waits and scores within that slack.
+//! MULTI, so the two `now`s differ by a millisecond or two (more on a loaded
+//! machine); to keep that from ever flipping a decision, calls are made only
+//! 20-60 ms into a 200 ms slot and every window is a whole number of slots
+//! plus 100 ms, so no entry ever expires within 60 ms of a call. Decisions,
+//! limits and remainders must then match exactly; waits and scores within
+//! that slack.
 
 mod support;
 
@@ -26,7 +27,7 @@ on_every_server! {
     function_and_module_share_live_keys => shared_keys;
 }
 
-const SLACK_MS: i64 = 15;
+const SLACK_MS: i64 = 50;
 
 fn load_library(c: &mut Connection) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/slidewin.lua");
@@ -118,7 +119,7 @@ fn errors(flavor: Flavor) {
         }
     }
     for args in [
-        &["0"][..],
+        &["0", "k", "5", "1000"][..],
         &["1", "k", "0", "1000"][..],
         &["1", "k", "5", "1000", "PEEK"][..],
         &["2", "k", "5", "1000", "str", "5", "1000"][..],
@@ -131,9 +132,6 @@ fn errors(flavor: Flavor) {
             flat.push(args[3 + 3 * i].to_string());
         }
         flat.extend(args[1 + 3 * n..].iter().map(|a| a.to_string()));
-        if n == 0 {
-            continue;
-        }
         let m = both("MCHECK", &keys, &flat, "m").query::<Value>(&mut c);
         let f = both("MCHECK", &keys, &flat, "f").query::<Value>(&mut c);
         match (m, f) {
@@ -185,11 +183,11 @@ fn same(m: &Value, f: &Value, path: &str) {
     }
 }
 
-/// Waits until the server clock is 20-40 ms into a 100 ms slot.
+/// Waits until the server clock is 20-60 ms into a 200 ms slot.
 fn wait_for_slot(c: &mut Connection) {
-    assert!(wait_until(Duration::from_secs(2), || {
-        let off = server_ms(c) % 100;
-        (20..=40).contains(&off)
+    assert!(wait_until(Duration::from_secs(5), || {
+        let off = server_ms(c) % 200;
+        (20..=60).contains(&off)
     }));
 }
 
@@ -199,8 +197,9 @@ fn sequences(flavor: Flavor) {
     load_library(&mut c);
     let mut rng = StdRng::seed_from_u64(0x5117_e0a1);
     let keys = ["a", "b", "c"];
-    let windows = ["150", "250", "350", "450"];
-    let mut compared = 0;
+    let windows = ["300", "500", "700", "900"];
+    // Decisions of each kind, so the sequence is known to take both paths.
+    let (mut allowed, mut denied) = (0, 0);
     for step in 0..60 {
         wait_for_slot(&mut c);
         let kind = ["CHECK", "CHECK", "PEEK", "MCHECK"][rng.random_range(0..4)];
@@ -249,13 +248,24 @@ fn sequences(flavor: Flavor) {
             &replies.1,
             &format!("step {step}: {kind} {call_keys:?} {args:?}"),
         );
-        compared += 1;
+        let first = match &replies.0 {
+            Value::Array(items) => items.first().cloned(),
+            other => Some(other.clone()),
+        };
+        match first {
+            Some(Value::Int(1)) => allowed += 1,
+            Some(Value::Int(0)) => denied += 1,
+            other => panic!("step {step}: {other:?}"),
+        }
         // Sometimes let time pass so windows slide.
         if rng.random_bool(0.3) {
-            std::thread::sleep(Duration::from_millis(100 * rng.random_range(1..4)));
+            std::thread::sleep(Duration::from_millis(200 * rng.random_range(1..4)));
         }
     }
-    assert_eq!(compared, 60);
+    assert!(
+        allowed >= 10 && denied >= 10,
+        "{allowed} allowed, {denied} denied"
+    );
     for k in keys {
         let m = entries(&mut c, format!("{{m}}{k}").as_bytes());
         let f = entries(&mut c, format!("{{f}}{k}").as_bytes());

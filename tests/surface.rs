@@ -1,4 +1,4 @@
-//! The full command surface on Redis 7.0 and Valkey 8.1: DETAIL, COST,
+//! The full command surface on every server of the suite: DETAIL, COST,
 //! PEEK, INFO counters, configuration, command metadata and ACLs.
 
 mod support;
@@ -362,8 +362,17 @@ fn repl_offset(c: &mut Connection) -> String {
     info_field(c, "replication", "master_repl_offset").expect("offset")
 }
 
+/// PEEK, and denials that trim nothing, write nothing: with a replica and
+/// the AOF attached, the replication offset, the AOF size, the data and the
+/// keyspace events all stay as they were.
 fn peek_writes_nothing(flavor: Flavor) {
-    let server = Options::new(flavor).start();
+    let server = Options::new(flavor)
+        .arg("appendonly", "yes")
+        .arg("appendfsync", "always")
+        // No replication PINGs while the offset is compared.
+        .arg("repl-ping-replica-period", "3600")
+        .start();
+    let replica = replica_without_module(&server, flavor);
     let mut c = server.conn();
     // A key with two expired entries that a CHECK would trim.
     let (_, _) = seeded(
@@ -373,7 +382,16 @@ fn peek_writes_nothing(flavor: Flavor) {
         "SLIDEWIN.PEEK",
         &["5", "60000"],
     );
-    let before = (digest(&mut c), repl_offset(&mut c));
+    // A full key with nothing to trim, for denials.
+    assert_eq!(check(&mut c, "full", 2, 600_000), 1);
+    assert_eq!(check(&mut c, "full", 2, 600_000), 1);
+    wait_caught_up(&server, &replica);
+    let mut events = KeyEvents::subscribe(&server);
+    assert!(events.drain(&mut c).is_empty());
+    let aof_size = |c: &mut Connection| info_field(c, "persistence", "aof_current_size");
+    let offset_before = repl_offset(&mut c);
+    let before = (digest(&mut c), aof_size(&mut c));
+    assert!(before.1.is_some(), "the AOF is on");
     for args in [
         &["p", "5", "60000"][..],
         &["p", "1", "60000"][..],
@@ -383,7 +401,31 @@ fn peek_writes_nothing(flavor: Flavor) {
     ] {
         slidewin(&mut c, "SLIDEWIN.PEEK", args).expect("PEEK");
     }
-    assert_eq!((digest(&mut c), repl_offset(&mut c)), before);
+    for (command, args) in [
+        ("SLIDEWIN.CHECK", &["full", "2", "600000"][..]),
+        ("SLIDEWIN.CHECK", &["full", "2", "600000", "DETAIL"][..]),
+        ("SLIDEWIN.CHECK", &["full", "3", "600000", "COST", "2"][..]),
+        (
+            "SLIDEWIN.MCHECK",
+            &["2", "full", "9", "600000", "full", "2", "600000"][..],
+        ),
+    ] {
+        let v = slidewin(&mut c, command, args).expect(command);
+        let allowed = match v {
+            Value::Int(n) => n,
+            Value::Array(ref items) => redis::from_redis_value(&items[0]).expect("allowed"),
+            ref other => panic!("{other:?}"),
+        };
+        assert_eq!(allowed, 0, "{command} {args:?} is denied");
+    }
+    // The marker write of drain() is the first thing propagated after this.
+    assert_eq!((digest(&mut c), aof_size(&mut c)), before);
+    assert_eq!(repl_offset(&mut c), offset_before, "nothing propagated");
+    assert_eq!(events.drain(&mut c), Vec::new(), "no keyspace event");
+    // The check can fail: a write moves the offset and fires an event.
+    assert_eq!(check(&mut c, "full", 3, 600_000), 1);
+    assert_ne!(repl_offset(&mut c), offset_before);
+    assert!(!events.drain(&mut c).is_empty());
     let n: i64 = redis::cmd("ZCARD").arg("p").query(&mut c).unwrap();
     assert_eq!(n, 3, "nothing trimmed");
     let exists: i64 = redis::cmd("EXISTS").arg("missing").query(&mut c).unwrap();
@@ -578,6 +620,7 @@ fn config_load_and_runtime(flavor: Flavor) {
         ("slidewin.max-window-ms", "-1"),
         ("slidewin.max-window-ms", "3155760000001"),
     ] {
+        let was = config_get(&mut c, name);
         let err = redis::cmd("CONFIG")
             .arg("SET")
             .arg(name)
@@ -589,11 +632,14 @@ fn config_load_and_runtime(flavor: Flavor) {
             "{name} {bad}: {}",
             error_text(&err)
         );
+        assert_eq!(config_get(&mut c, name), was, "{name} {bad}: unchanged");
     }
+    assert_eq!(config_get(&mut c, "slidewin.max-limit"), "1000");
+    // And the limits in force are the ones read back.
+    let err = slidewin(&mut c, "SLIDEWIN.CHECK", &["k", "1001", "1000"]).expect_err("limit");
     assert_eq!(
-        config_get(&mut c, "slidewin.max-limit"),
-        "1000",
-        "unchanged"
+        error_text(&err),
+        "ERR limit must be an integer between 1 and 1000"
     );
 }
 
@@ -865,6 +911,22 @@ fn resp3_detail(flavor: Flavor) {
     let client =
         redis::Client::open(format!("redis://127.0.0.1:{}/?protocol=resp3", server.port)).unwrap();
     let mut c = client.get_connection().unwrap();
+    // The connection really speaks RESP3: the server says so, and a score
+    // comes back as a RESP3 double.
+    let info: String = redis::cmd("CLIENT").arg("INFO").query(&mut c).unwrap();
+    assert!(info.split(' ').any(|f| f == "resp=3"), "{info}");
+    let _: i64 = redis::cmd("ZADD")
+        .arg("d")
+        .arg(1.5)
+        .arg("m")
+        .query(&mut c)
+        .unwrap();
+    let score: Value = redis::cmd("ZSCORE")
+        .arg("d")
+        .arg("m")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(score, Value::Double(1.5));
     let v: Value = redis::cmd("SLIDEWIN.CHECK")
         .arg(&["r3", "3", "10000", "DETAIL"])
         .query(&mut c)
@@ -894,15 +956,7 @@ fn resp3_detail(flavor: Flavor) {
 fn events_and_watch(flavor: Flavor) {
     let server = Options::new(flavor).start();
     let mut c = server.conn();
-    let _: () = redis::cmd("CONFIG")
-        .arg(&["SET", "notify-keyspace-events", "KEA"])
-        .query(&mut c)
-        .unwrap();
-    let mut sub = server.conn();
-    let mut ps = sub.as_pubsub();
-    ps.psubscribe("__keyevent@0__:*").unwrap();
-    ps.set_read_timeout(Some(std::time::Duration::from_millis(500)))
-        .unwrap();
+    let mut events = KeyEvents::subscribe(&server);
     // An old entry the next check trims, then an allowed and a denied call.
     let now = server_ms(&mut c);
     let _: i64 = redis::cmd("ZADD")
@@ -913,19 +967,27 @@ fn events_and_watch(flavor: Flavor) {
         .unwrap();
     assert_eq!(check(&mut c, "ev", 1, 60_000), 1);
     assert_eq!(check(&mut c, "ev", 1, 60_000), 0);
-    let mut events = Vec::new();
-    while let Ok(msg) = ps.get_message() {
-        let channel = msg.get_channel_name().to_string();
-        let key: String = msg.get_payload().unwrap();
-        events.push((channel.rsplit(':').next().unwrap_or("").to_string(), key));
-    }
-    let names: Vec<&str> = events.iter().map(|(e, _)| e.as_str()).collect();
+    let seen = events.drain(&mut c);
+    let names: Vec<&str> = seen
+        .iter()
+        .filter(|(ch, _)| ch.starts_with("__keyevent@0__:"))
+        .map(|(ch, key)| {
+            assert_eq!(key, "ev", "{seen:?}");
+            ch.rsplit(':').next().unwrap_or("")
+        })
+        .collect();
     assert_eq!(
         names,
         ["zadd", "zremrangebyscore", "del", "zadd", "expire"],
-        "{events:?}"
+        "{seen:?}"
     );
-    drop(ps);
+    // Every keyevent message has its keyspace twin.
+    let spaces: Vec<&str> = seen
+        .iter()
+        .filter(|(ch, _)| ch == "__keyspace@0__:ev")
+        .map(|(_, event)| event.as_str())
+        .collect();
+    assert_eq!(spaces, names, "{seen:?}");
 
     // WATCH: a CHECK that writes aborts the transaction; a denial that
     // trimmed nothing leaves it alone.
@@ -933,7 +995,7 @@ fn events_and_watch(flavor: Flavor) {
     for (writes, expect_abort) in [(true, true), (false, false)] {
         let _: () = redis::cmd("WATCH").arg("ev").query(&mut w).unwrap();
         let limit = if writes { 5 } else { 1 };
-        check(&mut c, "ev", limit, 60_000);
+        assert_eq!(check(&mut c, "ev", limit, 60_000), i64::from(writes));
         let _: () = redis::cmd("MULTI").query(&mut w).unwrap();
         let _: String = redis::cmd("SET")
             .arg("other")

@@ -1,43 +1,61 @@
-// slidewin from Node.js with ioredis (npm install ioredis).
+// slidewin from Node.js with node-redis, the official `redis` client (v4;
+// `npm install redis`, or Debian's node-redis package, which the suite uses).
 //
-//   node examples/node/sms.js            (a server with the module on 127.0.0.1:6379)
+//   node examples/node/sms.js [--port 6379]    (a server with the module on 127.0.0.1)
 //
 // One SLIDEWIN.CHECK per SMS code request: 5 per minute per IP. With DETAIL
 // the reply says how long to wait, which becomes the Retry-After header of
-// an HTTP 429. On Redis Cluster use `new Redis.Cluster([...])` and put a hash
-// tag in keys that one MCHECK judges together ({user:42}).
+// an HTTP 429. The SMS policy (per IP 5/min, per phone 1/min and 10/day) is
+// one MCHECK, all or nothing; the hash tag {phone} keeps its keys in one
+// cluster slot, so on Redis Cluster use `createCluster({ rootNodes: [...] })`
+// and the same calls.
+//
+// With ioredis instead: `const redis = new Redis(port)` and
+// `await redis.call('SLIDEWIN.CHECK', key, 5, 60000, 'DETAIL')`; replies are
+// the same arrays of integers.
 'use strict';
 
-const Redis = require('ioredis');
+const { createClient } = require('redis');
 
-const redis = new Redis({ host: '127.0.0.1', port: 6379 });
+const portArg = process.argv.indexOf('--port');
+const port = portArg > 0 ? Number(process.argv[portArg + 1]) : 6379;
+const client = createClient({ socket: { host: '127.0.0.1', port } });
 
-// [allowed, limit, remaining, retry_after_ms, reset_after_ms]
+// DETAIL: [allowed, limit, remaining, retry_after_ms, reset_after_ms]
 async function smsAllowed(ip) {
-  const [allowed, limit, remaining, retryAfterMs] = await redis.call(
-    'SLIDEWIN.CHECK', `sms:limit:${ip}`, 5, 60000, 'DETAIL');
+  const [allowed, limit, remaining, retryAfterMs] = await client.sendCommand(
+    ['SLIDEWIN.CHECK', `sms:limit:${ip}`, '5', '60000', 'DETAIL']);
   if (allowed === 1) {
-    return { status: 200, headers: { 'X-RateLimit-Limit': limit, 'X-RateLimit-Remaining': remaining } };
+    return { status: 200, headers: { 'RateLimit-Limit': limit, 'RateLimit-Remaining': remaining } };
   }
+  // -1: the call can never fit (cost above the limit).
   const retry = retryAfterMs < 0 ? 'never' : String(Math.ceil(retryAfterMs / 1000));
   return { status: 429, headers: { 'Retry-After': retry } };
 }
 
 // The SMS policy: per IP 5/min, per phone 1/min and 10/day, all or nothing.
 async function policyAllowed(ip, phone) {
-  const reply = await redis.call('SLIDEWIN.MCHECK', 3,
-    `sms:ip:${ip}`, 5, 60000,
-    `sms:phone:${phone}`, 1, 60000,
-    `sms:phone:${phone}`, 10, 86400000);
+  const tag = `{${phone}}`;
+  const reply = await client.sendCommand(['SLIDEWIN.MCHECK', '3',
+    `sms:${tag}:ip:${ip}`, '5', '60000',
+    `sms:${tag}:phone`, '1', '60000',
+    `sms:${tag}:phone`, '10', '86400000']);
   return reply === 1;
 }
 
 async function main() {
+  await client.connect();
+  const statuses = [];
+  let last;
   for (let i = 0; i < 6; i++) {
-    console.log(await smsAllowed('203.0.113.7'));
+    last = await smsAllowed('203.0.113.7');
+    statuses.push(last.status);
   }
-  console.log('policy:', await policyAllowed('203.0.113.7', '+8613800000000'));
-  redis.disconnect();
+  console.log('six requests from one IP:', statuses.join(' '));
+  console.log('the sixth:', JSON.stringify(last.headers));
+  console.log('policy, first code:', await policyAllowed('203.0.113.8', '+8613800000000'));
+  console.log('policy, second code:', await policyAllowed('203.0.113.8', '+8613800000000'));
+  await client.quit();
 }
 
 main().catch((err) => {

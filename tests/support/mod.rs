@@ -740,3 +740,59 @@ macro_rules! on_every_server {
         }
     };
 }
+
+/// Keyspace notifications seen by a subscriber, read up to a marker write
+/// instead of until a read timeout: [`KeyEvents::drain`] writes the marker
+/// key, so every event fired before it has arrived once the marker's has.
+pub struct KeyEvents {
+    sub: Connection,
+}
+
+impl KeyEvents {
+    const MARKER: &'static str = "__events_marker__";
+
+    /// Turns on every keyspace and keyevent notification (`KEA`) and
+    /// subscribes to both channels of database 0.
+    pub fn subscribe(server: &Server) -> KeyEvents {
+        let mut c = server.conn();
+        let _: () = redis::cmd("CONFIG")
+            .arg(&["SET", "notify-keyspace-events", "KEA"])
+            .query(&mut c)
+            .expect("CONFIG SET notify-keyspace-events");
+        let mut sub = server.conn();
+        let _: () = redis::cmd("PSUBSCRIBE")
+            .arg("__keyevent@0__:*")
+            .arg("__keyspace@0__:*")
+            .query(&mut sub)
+            .expect("PSUBSCRIBE");
+        KeyEvents { sub }
+    }
+
+    /// The events fired since the last drain, as (channel, message) pairs in
+    /// order, without the marker's. `c` must be a connection to the same
+    /// server; every read has a 20 s deadline.
+    pub fn drain(&mut self, c: &mut Connection) -> Vec<(String, String)> {
+        let _: () = redis::cmd("SET")
+            .arg(Self::MARKER)
+            .arg(1)
+            .query(c)
+            .expect("SET marker");
+        let mut ps = self.sub.as_pubsub();
+        ps.set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("read timeout");
+        let mut events = Vec::new();
+        loop {
+            let msg = ps.get_message().expect("an event before the deadline");
+            let channel = msg.get_channel_name().to_string();
+            let payload: String = msg.get_payload().expect("payload");
+            // The server publishes the keyspace message of an event, then
+            // the keyevent one: the marker's keyevent message comes last.
+            if channel == "__keyevent@0__:set" && payload == Self::MARKER {
+                return events;
+            }
+            if channel != format!("__keyspace@0__:{}", Self::MARKER) {
+                events.push((channel, payload));
+            }
+        }
+    }
+}
