@@ -31,7 +31,10 @@ command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 scripts/find-libclang.sh >/dev/null || need_apt+=(libclang-dev)
 command -v "$PYTHON" >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
 command -v busybox >/dev/null 2>&1 || need_apt+=(busybox-static)
-# The Node.js example runs on Debian's node-redis (the official `redis` client).
+# The Node.js example runs on Debian's node-redis (the official `redis` client),
+# installed under /usr/share/nodejs: Debian's node searches there by itself,
+# other builds of node (NodeSource's) need NODE_PATH, which the suite sets.
+export NODE_PATH=/usr/share/nodejs${NODE_PATH:+:$NODE_PATH}
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 node -e "require('redis')" >/dev/null 2>&1 || need_apt+=(node-redis)
 

@@ -249,7 +249,9 @@ local function mcheck(keys, args)
     local name = 'slidewin.mcheck'
     local rules = #keys
     if rules < 1 or rules > MAX_RULES or #args < 2 * rules then
-        if #keys == 0 then return arity(name) end
+        -- As the server's own arity check would for SLIDEWIN.MCHECK (at least
+        -- numrules and one triple).
+        if #keys + #args < 3 then return arity(name) end
         return err('ERR numrules must be an integer between 1 and ' .. MAX_RULES ..
             ", followed by that many 'key limit window_ms' triples")
     end

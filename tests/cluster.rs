@@ -360,6 +360,44 @@ fn ask(flavor: Flavor) {
         2,
         "the second entry went to the target too"
     );
+
+    // MCHECK with its keys split between the two nodes: neither node holds
+    // them all, so each refuses (TRYAGAIN, or ASK where it holds none), and
+    // nothing is written on either.
+    let digests = |src: &mut Connection, tgt: &mut Connection| (digest(src), digest(tgt));
+    let before = digests(&mut src, &mut tgt);
+    let mcheck = |c: &mut Connection, asking: bool, keys: [&str; 2]| -> String {
+        let mut pipe = redis::pipe();
+        if asking {
+            pipe.cmd("ASKING").ignore();
+        }
+        pipe.cmd("SLIDEWIN.MCHECK")
+            .arg(2)
+            .arg(keys[0])
+            .arg(3)
+            .arg(600_000)
+            .arg(keys[1])
+            .arg(5)
+            .arg(600_000);
+        let err = pipe
+            .query::<Vec<i64>>(c)
+            .expect_err("a split MCHECK is refused");
+        error_text(&err)
+    };
+    let on_source = mcheck(&mut src, false, [old, new]);
+    assert!(on_source.starts_with("TRYAGAIN"), "source: {on_source}");
+    let on_target = mcheck(&mut tgt, true, [old, new]);
+    assert!(on_target.starts_with("TRYAGAIN"), "target: {on_target}");
+    let none_here = mcheck(&mut src, false, [new, "{mig}:other"]);
+    assert_eq!(none_here, format!("ASK {slot} 127.0.0.1:{target}"));
+    assert_eq!(
+        digests(&mut src, &mut tgt),
+        before,
+        "nothing written on either node"
+    );
+    assert_eq!(asking_zcard(&mut tgt, new), 2);
+    let on_src: i64 = redis::cmd("ZCARD").arg(old).query(&mut src).unwrap();
+    assert_eq!(on_src, 2);
 }
 
 fn crossslot(flavor: Flavor) {

@@ -16,7 +16,14 @@ on_every_server! {
 /// `make deps`): a missing `node` or `redis` package fails the test.
 fn node_example(flavor: Flavor) {
     let server = Options::new(flavor).start();
+    // Debian's node-redis lives in /usr/share/nodejs, which only Debian's
+    // own node searches by itself.
+    let node_path = match std::env::var("NODE_PATH") {
+        Ok(p) if !p.is_empty() => format!("/usr/share/nodejs:{p}"),
+        _ => "/usr/share/nodejs".to_string(),
+    };
     let out = Command::new("node")
+        .env("NODE_PATH", node_path)
         .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/node/sms.js"))
         .args(["--port", &server.port.to_string()])
         .output()

@@ -244,12 +244,12 @@ fn bgsave_restart(flavor: Flavor) {
             .and_then(|v| v.parse().ok())
             .expect("rdb_saves")
     };
-    let before = saves(&mut c);
+    let saves_before = saves(&mut c);
     let _: String = redis::cmd("BGSAVE").query(&mut c).unwrap();
     assert!(wait_until(Duration::from_secs(30), || {
         info_field(&mut c, "persistence", "rdb_bgsave_in_progress").as_deref() == Some("0")
             && info_field(&mut c, "persistence", "rdb_last_bgsave_status").as_deref() == Some("ok")
-            && saves(&mut c) > before
+            && saves(&mut c) > saves_before
             && server.dir.join("dump.rdb").exists()
     }));
     drop(c);

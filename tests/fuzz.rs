@@ -1,7 +1,10 @@
-//! Live fuzzing: thousands of random argument vectors against a running
-//! server with a replica (without the module). Every reply must be a valid
-//! reply or an error, the server must stay up, keys outside the fuzzed pool
-//! must stay untouched, and the replica must end with the same data.
+//! Live fuzzing: thousands of random argument vectors for CHECK, PEEK,
+//! MCHECK and UNDO, with and without DETAIL and WITHMEMBERS, against a
+//! running server with a replica (without the module). Every reply must be
+//! a valid reply of its command or an error, the server must stay up, keys
+//! outside the fuzzed pool must stay untouched, and the replica must end
+//! with the same data. UNDO is given members that WITHMEMBERS returned as
+//! well as made-up ones.
 
 mod support;
 
@@ -73,11 +76,13 @@ fn number(rng: &mut StdRng) -> Vec<u8> {
 }
 
 fn token(rng: &mut StdRng) -> Vec<u8> {
-    match rng.random_range(0..10) {
+    match rng.random_range(0..12) {
         0 => b"COST".to_vec(),
         1 => b"cost".to_vec(),
         2 => b"DETAIL".to_vec(),
         3 => b"detail".to_vec(),
+        10 => b"WITHMEMBERS".to_vec(),
+        11 => b"withMembers".to_vec(),
         4 => Vec::new(),
         5 => (0..rng.random_range(1..24)).map(|_| rng.random()).collect(),
         6 => b"\xc3\x28\xff".to_vec(),
@@ -85,37 +90,24 @@ fn token(rng: &mut StdRng) -> Vec<u8> {
     }
 }
 
-fn argv(rng: &mut StdRng) -> (String, Vec<Vec<u8>>) {
-    let command = match rng.random_range(0..4) {
-        0 => "SLIDEWIN.PEEK",
-        1 => "slidewin.check",
-        _ => "SLIDEWIN.CHECK",
-    }
-    .to_string();
-    let mut args = Vec::new();
-    let shape = rng.random_range(0..10);
-    if shape > 0 {
-        args.push(POOL[rng.random_range(0..POOL.len())].to_vec());
-    }
-    if shape > 1 {
-        // Mostly well-formed limit and window, sometimes not.
-        if rng.random_bool(0.7) {
-            args.push(rng.random_range(1..=8i64).to_string().into_bytes());
-        } else {
-            args.push(token(rng));
-        }
-        args.push(number(rng));
-    }
+fn key(rng: &mut StdRng) -> Vec<u8> {
+    POOL[rng.random_range(0..POOL.len())].to_vec()
+}
+
+/// Options after the rules: none, well-formed ones (sometimes repeated), or
+/// random tokens.
+fn options(rng: &mut StdRng, args: &mut Vec<Vec<u8>>) {
     match rng.random_range(0..10) {
         0..=4 => {}
         5..=7 => {
-            // Well-formed options, sometimes repeated.
             for _ in 0..rng.random_range(1..=2) {
-                if rng.random_bool(0.5) {
-                    args.push(b"COST".to_vec());
-                    args.push(rng.random_range(1..=6i64).to_string().into_bytes());
-                } else {
-                    args.push(b"detail".to_vec());
+                match rng.random_range(0..3) {
+                    0 => {
+                        args.push(b"COST".to_vec());
+                        args.push(rng.random_range(1..=6i64).to_string().into_bytes());
+                    }
+                    1 => args.push(b"detail".to_vec()),
+                    _ => args.push(b"WITHMEMBERS".to_vec()),
                 }
             }
         }
@@ -125,18 +117,137 @@ fn argv(rng: &mut StdRng) -> (String, Vec<Vec<u8>>) {
             }
         }
     }
+}
+
+/// Mostly a well-formed limit, sometimes not; then a window.
+fn limit_window(rng: &mut StdRng, args: &mut Vec<Vec<u8>>) {
+    if rng.random_bool(0.7) {
+        args.push(rng.random_range(1..=8i64).to_string().into_bytes());
+    } else {
+        args.push(token(rng));
+    }
+    args.push(number(rng));
+}
+
+/// A random call; `members` holds (key, member) pairs WITHMEMBERS returned.
+fn argv(rng: &mut StdRng, members: &[(Vec<u8>, Vec<u8>)]) -> (String, Vec<Vec<u8>>) {
+    let command = match rng.random_range(0..8) {
+        0 => "SLIDEWIN.PEEK",
+        1 => "slidewin.check",
+        2 | 3 => "SLIDEWIN.CHECK",
+        4 | 5 => "SLIDEWIN.MCHECK",
+        _ => "SLIDEWIN.UNDO",
+    }
+    .to_string();
+    let mut args = Vec::new();
+    let shape = rng.random_range(0..10);
+    match command.as_str() {
+        "SLIDEWIN.MCHECK" => {
+            // numrules: mostly the number of triples that follow.
+            let n = rng.random_range(1..=3usize);
+            if shape == 0 {
+                args.push(token(rng));
+            } else if shape == 1 {
+                args.push((n + 1).to_string().into_bytes());
+            } else {
+                args.push(n.to_string().into_bytes());
+            }
+            for _ in 0..n {
+                args.push(key(rng));
+                limit_window(rng, &mut args);
+            }
+            options(rng, &mut args);
+        }
+        "SLIDEWIN.UNDO" => {
+            if !members.is_empty() && rng.random_bool(0.7) {
+                let (k, _) = &members[rng.random_range(0..members.len())];
+                args.push(k.clone());
+                // Some of the members this key was given, and others.
+                for _ in 0..rng.random_range(1..=3) {
+                    let (other, m) = &members[rng.random_range(0..members.len())];
+                    args.push(if other == k || rng.random_bool(0.5) {
+                        m.clone()
+                    } else {
+                        token(rng)
+                    });
+                }
+            } else {
+                args.push(key(rng));
+                for _ in 0..shape {
+                    args.push(token(rng));
+                }
+            }
+        }
+        _ => {
+            if shape > 0 {
+                args.push(key(rng));
+            }
+            if shape > 1 {
+                limit_window(rng, &mut args);
+            }
+            options(rng, &mut args);
+        }
+    }
+    // Often ask for the members, so that UNDO gets real ones.
+    if !command.ends_with("UNDO") && !command.ends_with("PEEK") && rng.random_bool(0.3) {
+        args.push(b"WITHMEMBERS".to_vec());
+    }
     (command, args)
 }
 
-fn valid_reply(v: &Value) -> bool {
+fn int(v: &Value) -> Option<i64> {
     match v {
-        Value::Int(0 | 1) => true,
-        Value::Array(items) => {
-            items.len() == 5
-                && items.iter().all(|i| matches!(i, Value::Int(_)))
-                && matches!(items[0], Value::Int(0 | 1))
+        Value::Int(n) => Some(*n),
+        _ => None,
+    }
+}
+
+/// The five-field DETAIL array.
+fn five(v: &Value) -> bool {
+    matches!(v, Value::Array(items) if items.len() == 5
+        && items.iter().all(|i| int(i).is_some())
+        && matches!(items[0], Value::Int(0 | 1)))
+}
+
+/// The members array of WITHMEMBERS: integers in decimal, one per unit added.
+fn member_list(v: &Value) -> Option<Vec<Vec<u8>>> {
+    let Value::Array(items) = v else { return None };
+    items
+        .iter()
+        .map(|i| match i {
+            Value::BulkString(b) => std::str::from_utf8(b)
+                .ok()
+                .and_then(|t| t.parse::<i64>().ok())
+                .map(|_| b.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `v` is a valid reply of `command`; the members it reports added.
+fn valid_reply(command: &str, v: &Value) -> Option<Vec<Vec<u8>>> {
+    let command = command.to_ascii_uppercase();
+    match (command.as_str(), v) {
+        ("SLIDEWIN.UNDO", Value::Int(n)) if *n >= 0 => Some(Vec::new()),
+        ("SLIDEWIN.UNDO", _) => None,
+        (_, Value::Int(0 | 1)) => Some(Vec::new()),
+        ("SLIDEWIN.MCHECK", Value::Array(items)) => {
+            // [allowed, retry, rule..., members?]
+            let allowed = matches!(items.first(), Some(Value::Int(0 | 1)));
+            let retry = items.get(1).and_then(int).is_some();
+            let (rules, last) = match items.last().and_then(member_list) {
+                Some(m) if items.len() > 3 => (&items[2..items.len() - 1], m),
+                _ => (&items[2.min(items.len())..], Vec::new()),
+            };
+            (allowed && retry && !rules.is_empty() && rules.iter().all(five)).then_some(last)
         }
-        _ => false,
+        (_, v) if five(v) => Some(Vec::new()),
+        (_, Value::Array(items))
+            if items.len() == 6 && five(&Value::Array(items[..5].to_vec())) =>
+        {
+            member_list(&items[5])
+        }
+        _ => None,
     }
 }
 
@@ -192,18 +303,39 @@ fn fuzz(flavor: Flavor) {
 
     let mut rng = StdRng::seed_from_u64(0x5eed_f022);
     let (mut ok, mut errors) = (0, 0);
+    let mut members: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut seen: std::collections::HashMap<String, usize> = Default::default();
+    let mut undone = 0;
     for i in 0..CALLS {
-        let (command, args) = argv(&mut rng);
+        let (command, args) = argv(&mut rng, &members);
         let mut cmd = redis::cmd(&command);
         for a in &args {
             cmd.arg(a.as_slice());
         }
         match cmd.query::<Value>(&mut c) {
             Ok(v) => {
-                assert!(
-                    valid_reply(&v),
-                    "call {i}: {command} {args:?} replied {v:?}"
-                );
+                let added = valid_reply(&command, &v)
+                    .unwrap_or_else(|| panic!("call {i}: {command} {args:?} replied {v:?}"));
+                *seen.entry(command.to_ascii_uppercase()).or_default() += 1;
+                if command.eq_ignore_ascii_case("SLIDEWIN.UNDO") {
+                    undone += int(&v).unwrap_or(0);
+                } else if !added.is_empty() {
+                    // The keys of the call that got the members.
+                    let keys: Vec<&Vec<u8>> = if command == "SLIDEWIN.MCHECK" {
+                        let n: usize = std::str::from_utf8(&args[0])
+                            .ok()
+                            .and_then(|t| t.parse().ok())
+                            .expect("an accepted numrules");
+                        args.iter().skip(1).step_by(3).take(n).collect()
+                    } else {
+                        vec![&args[0]]
+                    };
+                    for k in keys {
+                        for m in &added {
+                            members.push((k.clone(), m.clone()));
+                        }
+                    }
+                }
                 ok += 1;
             }
             Err(e) if e.code().is_some() => {
@@ -217,6 +349,23 @@ fn fuzz(flavor: Flavor) {
             Err(e) => panic!("call {i}: {command} {args:?}: the connection failed: {e}"),
         }
     }
+    for command in [
+        "SLIDEWIN.CHECK",
+        "SLIDEWIN.PEEK",
+        "SLIDEWIN.MCHECK",
+        "SLIDEWIN.UNDO",
+    ] {
+        assert!(
+            seen.get(command).is_some_and(|&n| n > 30),
+            "{command} answered: {seen:?}"
+        );
+    }
+    assert!(
+        members.len() > 50,
+        "WITHMEMBERS returned {} members",
+        members.len()
+    );
+    assert!(undone > 10, "UNDO removed {undone} entries");
     assert!(
         ok > 100 && errors > 100,
         "both replies and errors seen: {ok} / {errors}"
@@ -245,5 +394,9 @@ fn fuzz(flavor: Flavor) {
         digest(&mut r),
         "the replica has the same data"
     );
-    eprintln!("fuzz ({flavor:?}): {CALLS} calls, {ok} replies, {errors} errors");
+    eprintln!(
+        "fuzz ({flavor:?}): {CALLS} calls, {ok} replies, {errors} errors, {seen:?}, \
+         {} members seen, {undone} undone",
+        members.len()
+    );
 }

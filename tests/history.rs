@@ -1,6 +1,8 @@
 //! A history checker: many concurrent clients hammer a few keys; the effects
 //! are captured from the replication stream (a replica without the module,
-//! writing every replicated command to its AOF) and checked offline.
+//! writing every replicated command to its AOF) and checked offline. One run
+//! uses CHECK with cost 1; another mixes MCHECK (two rules, all or nothing)
+//! and CHECK, both with COST 1 to 3 and WITHMEMBERS.
 
 mod support;
 
@@ -13,6 +15,7 @@ use support::*;
 
 on_every_server! {
     concurrent_clients_never_over_admit => history;
+    concurrent_mcheck_and_cost_never_over_admit => history_mcheck_cost;
 }
 
 const THREADS: usize = 16;
@@ -85,7 +88,9 @@ fn replicated_commands(dir: &Path) -> Vec<Vec<Vec<u8>>> {
         .collect()
 }
 
-fn history(flavor: Flavor) {
+/// A master with the module and a replica without it that writes every
+/// replicated command to its AOF (no rewrites), once the link is up.
+fn master_and_recording_replica(flavor: Flavor) -> (Server, Server) {
     let master = Options::new(flavor).start();
     let replica = Options::new(flavor)
         .without_module()
@@ -100,6 +105,18 @@ fn history(flavor: Flavor) {
             && info_field(&mut r, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
             && info_field(&mut r, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
     }));
+    (master, replica)
+}
+
+/// Entries in `(now - window, now]` of sorted scores.
+fn in_window(s: &[i64], now: i64, window: i64) -> usize {
+    let lo = s.partition_point(|&x| x <= now - window);
+    let hi = s.partition_point(|&x| x <= now);
+    hi.saturating_sub(lo)
+}
+
+fn history(flavor: Flavor) {
+    let (master, replica) = master_and_recording_replica(flavor);
 
     let keys: Vec<String> = (0..KEYS).map(|i| format!("hist:{i}")).collect();
     let deadline = Instant::now() + RUN_FOR;
@@ -177,11 +194,7 @@ fn history(flavor: Flavor) {
     );
 
     // (b) No window of WINDOW_MS ever holds more than LIMIT entries.
-    let in_window = |s: &[i64], now: i64| -> usize {
-        let lo = s.partition_point(|&x| x <= now - WINDOW_MS);
-        let hi = s.partition_point(|&x| x <= now);
-        hi.saturating_sub(lo)
-    };
+    let in_window = |s: &[i64], now: i64| in_window(s, now, WINDOW_MS);
     for (k, s) in scores.iter().enumerate() {
         for &end in s {
             let n = in_window(s, end);
@@ -213,5 +226,200 @@ fn history(flavor: Flavor) {
         "history ({flavor:?}): {} calls from {THREADS} clients, {} allowed {per_key:?}, {denied} denied",
         calls.len(),
         allowed_per_key.iter().sum::<usize>()
+    );
+}
+
+/// The keys of the mixed run and the one rule each is always judged by:
+/// (key, limit, window_ms). MCHECK pairs an `ip` key with a `user` key;
+/// CHECK uses `solo`.
+const RULES: &[(&str, usize, i64)] = &[
+    ("{h}ip:0", 6, 100),
+    ("{h}ip:1", 6, 100),
+    ("{h}user:0", 3, 60),
+    ("{h}user:1", 3, 60),
+    ("{h}solo", 4, 80),
+];
+
+/// One call of the mixed run: the rules it named (indices into RULES), its
+/// cost, and the members WITHMEMBERS reported.
+struct MixedCall {
+    rules: Vec<usize>,
+    cost: usize,
+    sent_ms: i64,
+    received_ms: i64,
+    allowed: bool,
+    members: Vec<Vec<u8>>,
+}
+
+fn mixed_call(c: &mut Connection, rng: &mut impl Rng) -> MixedCall {
+    let (rules, cost) = if rng.random_bool(0.6) {
+        (
+            vec![rng.random_range(0..2), 2 + rng.random_range(0..2)],
+            rng.random_range(1..=2),
+        )
+    } else {
+        (vec![4], rng.random_range(1..=3))
+    };
+    let mut cmd = if rules.len() > 1 {
+        let mut cmd = redis::cmd("SLIDEWIN.MCHECK");
+        cmd.arg(rules.len());
+        cmd
+    } else {
+        redis::cmd("SLIDEWIN.CHECK")
+    };
+    for &r in &rules {
+        let (key, limit, window) = RULES[r];
+        cmd.arg(key).arg(limit).arg(window);
+    }
+    cmd.arg("COST").arg(cost).arg("WITHMEMBERS");
+    let sent_ms = wall_ms();
+    let reply: Vec<redis::Value> = cmd.query(c).expect("call");
+    let received_ms = wall_ms();
+    let allowed = reply.first() == Some(&redis::Value::Int(1));
+    let members: Vec<Vec<u8>> =
+        redis::from_redis_value(reply.last().expect("members")).expect("members");
+    MixedCall {
+        rules,
+        cost,
+        sent_ms,
+        received_ms,
+        allowed,
+        members,
+    }
+}
+
+fn history_mcheck_cost(flavor: Flavor) {
+    let (master, replica) = master_and_recording_replica(flavor);
+    let deadline = Instant::now() + RUN_FOR;
+    let workers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let mut c = master.conn();
+            std::thread::spawn(move || {
+                let mut rng = rand::rng();
+                let mut calls = Vec::new();
+                while Instant::now() < deadline && calls.len() < MAX_CALLS_PER_THREAD {
+                    calls.push(mixed_call(&mut c, &mut rng));
+                }
+                calls
+            })
+        })
+        .collect();
+    let calls: Vec<MixedCall> = workers
+        .into_iter()
+        .flat_map(|w| w.join().expect("worker"))
+        .collect();
+    wait_caught_up(&master, &replica);
+
+    // The effects: (score, member) per key, from the replica's AOF.
+    let mut entries: Vec<HashMap<Vec<u8>, i64>> = vec![HashMap::new(); RULES.len()];
+    let mut zadds = 0;
+    for cmd in replicated_commands(&replica.dir) {
+        let name = String::from_utf8_lossy(&cmd[0]).to_ascii_uppercase();
+        assert!(
+            !name.contains("SLIDEWIN"),
+            "the command itself was replicated"
+        );
+        if name != "ZADD" {
+            continue;
+        }
+        zadds += 1;
+        let key = RULES
+            .iter()
+            .position(|(k, _, _)| k.as_bytes() == cmd[1].as_slice())
+            .expect("a known key");
+        for pair in cmd[2..].chunks(2) {
+            let score: i64 = std::str::from_utf8(&pair[0]).unwrap().parse().unwrap();
+            let fresh = entries[key].insert(pair[1].clone(), score).is_none();
+            assert!(fresh, "a member added twice to {}", RULES[key].0);
+        }
+    }
+    let scores: Vec<Vec<i64>> = entries
+        .iter()
+        .map(|e| {
+            let mut s: Vec<i64> = e.values().copied().collect();
+            s.sort_unstable();
+            s
+        })
+        .collect();
+
+    let allowed: Vec<&MixedCall> = calls.iter().filter(|c| c.allowed).collect();
+    let denied: Vec<&MixedCall> = calls.iter().filter(|c| !c.allowed).collect();
+    let mchecks = calls.iter().filter(|c| c.rules.len() > 1).count();
+    assert!(
+        !allowed.is_empty() && !denied.is_empty() && mchecks > 0 && mchecks < calls.len(),
+        "both outcomes and both commands seen"
+    );
+    assert!(allowed.iter().any(|c| c.cost > 1), "some COST > 1 allowed");
+
+    // (a) Each allowed call added exactly `cost` members to every key it
+    // named, the same members with the same score everywhere; a denied call
+    // reported none. Nothing else was added.
+    let mut expected = vec![0usize; RULES.len()];
+    for c in &calls {
+        if !c.allowed {
+            assert!(c.members.is_empty(), "a denial reported members");
+            continue;
+        }
+        assert_eq!(c.members.len(), c.cost, "members of an allowed call");
+        for m in &c.members {
+            let at: Vec<Option<i64>> = c
+                .rules
+                .iter()
+                .map(|&r| entries[r].get(m).copied())
+                .collect();
+            assert!(
+                at.iter().all(|s| s.is_some() && *s == at[0]),
+                "{m:?} in every key at one score: {at:?}"
+            );
+        }
+        for &r in &c.rules {
+            expected[r] += c.cost;
+        }
+    }
+    let replicated: Vec<usize> = scores.iter().map(Vec::len).collect();
+    assert_eq!(
+        replicated, expected,
+        "entries replicated vs the cost of the allowed calls"
+    );
+
+    // (b) No key ever holds more than its limit within its window.
+    for (r, s) in scores.iter().enumerate() {
+        let (key, limit, window) = RULES[r];
+        for &end in s {
+            let n = in_window(s, end, window);
+            assert!(
+                n <= limit,
+                "{key}: {n} entries in the window ending at {end}"
+            );
+        }
+    }
+
+    // (c) Every denial had a rule without room for its cost, for some `now`
+    // between the client's send and receive times (1 ms of rounding slack).
+    let unexplained: Vec<(Vec<usize>, usize, i64)> = denied
+        .iter()
+        .filter(|c| {
+            !(c.sent_ms - 1..=c.received_ms + 1).any(|now| {
+                c.rules.iter().any(|&r| {
+                    let (_, limit, window) = RULES[r];
+                    in_window(&scores[r], now, window) + c.cost > limit
+                })
+            })
+        })
+        .map(|c| (c.rules.clone(), c.cost, c.sent_ms))
+        .collect();
+    assert!(
+        unexplained.is_empty(),
+        "{} of {} denials were given while every rule had room, e.g. {:?}",
+        unexplained.len(),
+        denied.len(),
+        &unexplained[..unexplained.len().min(5)]
+    );
+    eprintln!(
+        "history mixed ({flavor:?}): {} calls ({mchecks} MCHECK) from {THREADS} clients, {} allowed, \
+         {} denied, {zadds} ZADDs, entries per key {replicated:?}",
+        calls.len(),
+        allowed.len(),
+        denied.len()
     );
 }

@@ -17,6 +17,7 @@ on_every_server! {
     withmembers_and_undo_give_an_attempt_back => undo;
     keys_and_acl_follow_the_rules => mcheck_keys;
     replica_without_module_matches_after_mcheck_and_undo => replication;
+    taken_member_ids_are_skipped => member_collisions;
 }
 
 const DAY: i64 = 86_400_000;
@@ -456,4 +457,129 @@ fn replication(flavor: Flavor) {
         .unwrap();
     assert!(stats.contains("cmdstat_zrem:"), "UNDO replicated as ZREM");
     assert!(!stats.to_lowercase().contains("slidewin"));
+}
+
+/// Bits of the sequence inside a member id (`src/member.rs`).
+const SEQ_BITS: u32 = 20;
+const SEQ_MASK: i64 = (1 << SEQ_BITS) - 1;
+/// How far ahead of the learned time the collisions are laid: every call
+/// below runs within this many ms of it.
+const AHEAD_MS: i64 = 2000;
+/// Laid ids are scored this long before the learned time.
+const LAID_BEFORE_MS: i64 = 1000;
+
+/// Adds every id `(ms << SEQ_BITS) | seq` for ms in `[t, t + AHEAD_MS)` and
+/// the given sequence numbers to `key`, all scored `LAID_BEFORE_MS` before `t` (inside every
+/// window of the test, and told apart from what the calls add).
+fn seed_ids(c: &mut Connection, key: &str, t: i64, seqs: std::ops::Range<i64>) -> HashSet<i64> {
+    let now = t - LAID_BEFORE_MS;
+    let ids: HashSet<i64> = (t..t + AHEAD_MS)
+        .flat_map(|ms| seqs.clone().map(move |q| (ms << SEQ_BITS) | (q & SEQ_MASK)))
+        .collect();
+    let mut cmd = redis::cmd("ZADD");
+    cmd.arg(key);
+    for id in &ids {
+        cmd.arg(now).arg(id);
+    }
+    let added: usize = cmd.query(c).unwrap();
+    assert_eq!(added, ids.len());
+    ids
+}
+
+fn one_member(v: &Value) -> i64 {
+    let Value::Array(items) = v else {
+        panic!("{v:?}")
+    };
+    assert_eq!(items[0], Value::Int(1), "allowed: {v:?}");
+    let members: Vec<String> = redis::from_redis_value(items.last().unwrap()).unwrap();
+    assert_eq!(members.len(), 1, "{v:?}");
+    members[0].parse().unwrap()
+}
+
+/// Forces the member-id search: the ids the next calls would take are laid
+/// in their keys beforehand (learned from WITHMEMBERS: an id is the call's
+/// ms and a per-server sequence), so CHECK and MCHECK must skip them. The
+/// counts are exact, nothing laid is overwritten, and a replica without the
+/// module ends with the same data.
+fn member_collisions(flavor: Flavor) {
+    let master = Options::new(flavor).start();
+    let replica = replica_without_module(&master, flavor);
+    let mut c = master.conn();
+    let check = |c: &mut Connection, key: &str| -> i64 {
+        let v = slidewin(
+            c,
+            "SLIDEWIN.CHECK",
+            &[key, "100000", "600000", "WITHMEMBERS"],
+        )
+        .expect("CHECK");
+        one_member(&v)
+    };
+    // The id of this call: its ms, and sequence s.
+    let learned = check(&mut c, "{c}a");
+    let (t, s) = (learned >> SEQ_BITS, learned & SEQ_MASK);
+
+    // CHECK: the next call draws sequence s+1; s+1..s+4 are taken at every
+    // ms it can run at, so it must settle on s+5.
+    let taken = seed_ids(&mut c, "{c}b", t, s + 1..s + 5);
+    let got = check(&mut c, "{c}b");
+    assert!(!taken.contains(&got), "a taken id was reused");
+    assert_eq!(got & SEQ_MASK, (s + 5) & SEQ_MASK, "four taken ids skipped");
+    assert!((t..t + AHEAD_MS).contains(&(got >> SEQ_BITS)), "{got}");
+    assert_eq!(
+        zcard(&mut c, "{c}b"),
+        taken.len() as i64 + 1,
+        "exactly one entry added"
+    );
+
+    // MCHECK: the next call draws s+2; s+2..s+5 are taken in one key and
+    // s+6..s+7 in the other, so the one id both keys get is s+8.
+    let in_c = seed_ids(&mut c, "{c}c", t, s + 2..s + 6);
+    let in_d = seed_ids(&mut c, "{c}d", t, s + 6..s + 8);
+    let v = mcheck(
+        &mut c,
+        &[
+            "2",
+            "{c}c",
+            "100000",
+            "600000",
+            "{c}d",
+            "100000",
+            "600000",
+            "WITHMEMBERS",
+        ],
+    )
+    .expect("MCHECK");
+    let got = one_member(&v);
+    assert!(!in_c.contains(&got) && !in_d.contains(&got));
+    assert_eq!(
+        got & SEQ_MASK,
+        (s + 8) & SEQ_MASK,
+        "ids taken in either key skipped"
+    );
+    assert_eq!(zcard(&mut c, "{c}c"), in_c.len() as i64 + 1);
+    assert_eq!(zcard(&mut c, "{c}d"), in_d.len() as i64 + 1);
+    let score = |c: &mut Connection, key: &str, m: i64| -> Option<f64> {
+        redis::cmd("ZSCORE").arg(key).arg(m).query(c).unwrap()
+    };
+    assert_eq!(score(&mut c, "{c}c", got), score(&mut c, "{c}d", got));
+    assert!(score(&mut c, "{c}c", got).is_some());
+    // The laid ids keep their score (added with NX, never overwritten).
+    let laid_at = t - LAID_BEFORE_MS;
+    for (key, laid) in [("{c}b", &taken), ("{c}c", &in_c), ("{c}d", &in_d)] {
+        let n: usize = redis::cmd("ZCOUNT")
+            .arg(key)
+            .arg(laid_at)
+            .arg(laid_at)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(n, laid.len(), "{key}: laid ids untouched");
+    }
+
+    wait_caught_up(&master, &replica);
+    let mut r = replica.conn();
+    assert_eq!(
+        digest(&mut c),
+        digest(&mut r),
+        "the replica has the same data"
+    );
 }

@@ -914,7 +914,7 @@ fn resp3_detail(flavor: Flavor) {
     // The connection really speaks RESP3: the server says so, and a score
     // comes back as a RESP3 double.
     let info: String = redis::cmd("CLIENT").arg("INFO").query(&mut c).unwrap();
-    assert!(info.split(' ').any(|f| f == "resp=3"), "{info}");
+    assert!(info.split_whitespace().any(|f| f == "resp=3"), "{info}");
     let _: i64 = redis::cmd("ZADD")
         .arg("d")
         .arg(1.5)

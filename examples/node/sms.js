@@ -3,6 +3,9 @@
 //
 //   node examples/node/sms.js [--port 6379]    (a server with the module on 127.0.0.1)
 //
+// With Debian's node-redis and a node that is not Debian's own (NodeSource's,
+// say), point node at Debian's modules: NODE_PATH=/usr/share/nodejs.
+//
 // One SLIDEWIN.CHECK per SMS code request: 5 per minute per IP. With DETAIL
 // the reply says how long to wait, which becomes the Retry-After header of
 // an HTTP 429. The SMS policy (per IP 5/min, per phone 1/min and 10/day) is

@@ -23,6 +23,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 pub use redis::Connection;
+use redis::Value;
 
 /// Which server binary to run: the four servers the suite runs on. Tests
 /// never branch on which one it is; they ask the server what it supports
@@ -113,13 +114,27 @@ pub fn module_path() -> PathBuf {
     p
 }
 
-/// A source of the module (`src/`, `Cargo.toml`, `Cargo.lock`) modified after
-/// `module`, if there is one.
+/// A source of the module modified after `module` was built, if there is
+/// one. The sources are those cargo recorded for the build (its dep-info file
+/// beside the module: every `src/` file compiled into it, so a test-only file
+/// does not count) and the manifest and lock file; without a dep-info file,
+/// every file in `src/`.
 pub fn newer_source(module: &Path, root: &Path) -> Option<PathBuf> {
     let built = std::fs::metadata(module).and_then(|m| m.modified()).ok()?;
     let mut sources: Vec<PathBuf> = vec![root.join("Cargo.toml"), root.join("Cargo.lock")];
-    if let Ok(dir) = std::fs::read_dir(root.join("src")) {
-        sources.extend(dir.flatten().map(|e| e.path()));
+    match std::fs::read_to_string(module.with_extension("d")) {
+        Ok(dep_info) => sources.extend(
+            dep_info
+                .lines()
+                .filter_map(|l| l.split_once(": ").map(|(_, deps)| deps))
+                .flat_map(|deps| deps.split_whitespace())
+                .map(PathBuf::from),
+        ),
+        Err(_) => {
+            if let Ok(dir) = std::fs::read_dir(root.join("src")) {
+                sources.extend(dir.flatten().map(|e| e.path()));
+            }
+        }
     }
     sources.into_iter().find(|s| {
         std::fs::metadata(s)
@@ -760,11 +775,24 @@ impl KeyEvents {
             .query(&mut c)
             .expect("CONFIG SET notify-keyspace-events");
         let mut sub = server.conn();
-        let _: () = redis::cmd("PSUBSCRIBE")
-            .arg("__keyevent@0__:*")
-            .arg("__keyspace@0__:*")
-            .query(&mut sub)
-            .expect("PSUBSCRIBE");
+        sub.set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("read timeout");
+        // Raw commands and replies: redis-rs's PubSub unsubscribes when it is
+        // dropped, and this subscription must last over several drains.
+        sub.send_packed_command(
+            &redis::cmd("PSUBSCRIBE")
+                .arg("__keyevent@0__:*")
+                .arg("__keyspace@0__:*")
+                .get_packed_command(),
+        )
+        .expect("PSUBSCRIBE");
+        for _ in 0..2 {
+            let confirmed = sub.recv_response().expect("PSUBSCRIBE confirmed");
+            assert!(
+                matches!(&confirmed, Value::Array(v) if v.first() == Some(&Value::BulkString(b"psubscribe".to_vec()))),
+                "{confirmed:?}"
+            );
+        }
         KeyEvents { sub }
     }
 
@@ -777,14 +805,23 @@ impl KeyEvents {
             .arg(1)
             .query(c)
             .expect("SET marker");
-        let mut ps = self.sub.as_pubsub();
-        ps.set_read_timeout(Some(Duration::from_secs(20)))
-            .expect("read timeout");
+        let text = |v: &Value| -> String {
+            match v {
+                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                other => panic!("not a string: {other:?}"),
+            }
+        };
         let mut events = Vec::new();
         loop {
-            let msg = ps.get_message().expect("an event before the deadline");
-            let channel = msg.get_channel_name().to_string();
-            let payload: String = msg.get_payload().expect("payload");
+            let msg = self
+                .sub
+                .recv_response()
+                .expect("an event before the deadline");
+            let Value::Array(items) = &msg else {
+                panic!("not a message: {msg:?}")
+            };
+            assert_eq!(items.len(), 4, "a pmessage: {msg:?}");
+            let (channel, payload) = (text(&items[2]), text(&items[3]));
             // The server publishes the keyspace message of an event, then
             // the keyevent one: the marker's keyevent message comes last.
             if channel == "__keyevent@0__:set" && payload == Self::MARKER {
