@@ -544,9 +544,7 @@ fn replica_matches(flavor: Flavor) {
             .unwrap();
     }
     settle(&mut m, &keys);
-    wait_caught_up(&master, &replica);
-    let mut r = replica.conn();
-    assert_eq!(digest(&mut m), digest(&mut r));
+    let mut r = assert_replica_matches(&master, &replica);
     for k in ["scripted", "tx"] {
         let n: i64 = redis::cmd("ZCARD").arg(k).query(&mut r).unwrap();
         assert!(n >= 2, "{k} reached the replica");

@@ -115,43 +115,63 @@ fn in_window(s: &[i64], now: i64, window: i64) -> usize {
     hi.saturating_sub(lo)
 }
 
-fn history(flavor: Flavor) {
-    let (master, replica) = master_and_recording_replica(flavor);
-
-    let keys: Vec<String> = (0..KEYS).map(|i| format!("hist:{i}")).collect();
+/// Runs `call` from THREADS clients of `master` until RUN_FOR has passed
+/// (or MAX_CALLS_PER_THREAD calls each), then waits until `replica` has every
+/// effect; returns every client's calls.
+fn hammer<T: Send + 'static>(
+    master: &Server,
+    replica: &Server,
+    call: fn(&mut Connection, &mut rand::rngs::ThreadRng) -> T,
+) -> Vec<T> {
     let deadline = Instant::now() + RUN_FOR;
     let workers: Vec<_> = (0..THREADS)
         .map(|_| {
             let mut c = master.conn();
-            let keys = keys.clone();
             std::thread::spawn(move || {
                 let mut rng = rand::rng();
                 let mut calls = Vec::new();
                 while Instant::now() < deadline && calls.len() < MAX_CALLS_PER_THREAD {
-                    let key = rng.random_range(0..KEYS);
-                    let sent_ms = wall_ms();
-                    let reply: i64 = redis::cmd("SLIDEWIN.CHECK")
-                        .arg(&keys[key])
-                        .arg(LIMIT)
-                        .arg(WINDOW_MS)
-                        .query(&mut c)
-                        .expect("CHECK");
-                    calls.push(Call {
-                        key,
-                        sent_ms,
-                        received_ms: wall_ms(),
-                        allowed: reply == 1,
-                    });
+                    calls.push(call(&mut c, &mut rng));
                 }
                 calls
             })
         })
         .collect();
-    let calls: Vec<Call> = workers
+    let calls = workers
         .into_iter()
         .flat_map(|w| w.join().expect("worker"))
         .collect();
-    wait_caught_up(&master, &replica);
+    wait_caught_up(master, replica);
+    calls
+}
+
+fn key_name(i: usize) -> String {
+    format!("hist:{i}")
+}
+
+/// A CHECK with cost 1 on one of the KEYS keys.
+fn plain_call(c: &mut Connection, rng: &mut rand::rngs::ThreadRng) -> Call {
+    let key = rng.random_range(0..KEYS);
+    let sent_ms = wall_ms();
+    let reply: i64 = redis::cmd("SLIDEWIN.CHECK")
+        .arg(key_name(key))
+        .arg(LIMIT)
+        .arg(WINDOW_MS)
+        .query(c)
+        .expect("CHECK");
+    Call {
+        key,
+        sent_ms,
+        received_ms: wall_ms(),
+        allowed: reply == 1,
+    }
+}
+
+fn history(flavor: Flavor) {
+    let (master, replica) = master_and_recording_replica(flavor);
+
+    let keys: Vec<String> = (0..KEYS).map(key_name).collect();
+    let calls = hammer(&master, &replica, plain_call);
 
     // The effects, read back from the replica's AOF.
     let mut scores: Vec<Vec<i64>> = vec![Vec::new(); KEYS];
@@ -251,7 +271,7 @@ struct MixedCall {
     members: Vec<Vec<u8>>,
 }
 
-fn mixed_call(c: &mut Connection, rng: &mut impl Rng) -> MixedCall {
+fn mixed_call(c: &mut Connection, rng: &mut rand::rngs::ThreadRng) -> MixedCall {
     let (rules, cost) = if rng.random_bool(0.6) {
         (
             vec![rng.random_range(0..2), 2 + rng.random_range(0..2)],
@@ -290,25 +310,7 @@ fn mixed_call(c: &mut Connection, rng: &mut impl Rng) -> MixedCall {
 
 fn history_mcheck_cost(flavor: Flavor) {
     let (master, replica) = master_and_recording_replica(flavor);
-    let deadline = Instant::now() + RUN_FOR;
-    let workers: Vec<_> = (0..THREADS)
-        .map(|_| {
-            let mut c = master.conn();
-            std::thread::spawn(move || {
-                let mut rng = rand::rng();
-                let mut calls = Vec::new();
-                while Instant::now() < deadline && calls.len() < MAX_CALLS_PER_THREAD {
-                    calls.push(mixed_call(&mut c, &mut rng));
-                }
-                calls
-            })
-        })
-        .collect();
-    let calls: Vec<MixedCall> = workers
-        .into_iter()
-        .flat_map(|w| w.join().expect("worker"))
-        .collect();
-    wait_caught_up(&master, &replica);
+    let calls = hammer(&master, &replica, mixed_call);
 
     // The effects: (score, member) per key, from the replica's AOF.
     let mut entries: Vec<HashMap<Vec<u8>, i64>> = vec![HashMap::new(); RULES.len()];

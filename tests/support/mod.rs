@@ -661,6 +661,19 @@ pub fn wait_caught_up(master: &Server, replica: &Server) {
     assert!(ok, "replica did not catch up");
 }
 
+/// Waits until `replica` has caught up with `master`, checks that both hold
+/// the same data (DEBUG DIGEST), and returns a connection to the replica.
+pub fn assert_replica_matches(master: &Server, replica: &Server) -> Connection {
+    wait_caught_up(master, replica);
+    let mut r = replica.conn();
+    assert_eq!(
+        digest(&mut master.conn()),
+        digest(&mut r),
+        "the replica has the same data"
+    );
+    r
+}
+
 /// `"CODE detail"` of a server error, as a client library prints it raw.
 pub fn error_text(e: &redis::RedisError) -> String {
     match (e.code(), e.detail()) {
