@@ -56,8 +56,9 @@ cluster-stop: ## Stop the cluster started by make cluster
 bench: build ## Benchmark CHECK vs the Lua script (a few minutes); writes bench/results.md
 	python3 bench/bench.py --out bench/results.md $(BENCH_ARGS)
 
-bench-smoke: build ## A short run of the benchmark (checks it works; numbers are not meaningful)
+bench-smoke: build ## A short run of the benchmark (checks it works and stops its server; numbers are not meaningful)
 	python3 bench/bench.py --scale 0.02 --rounds 1
+	scripts/test-bench-stops.sh
 
 docker: ## Build the image (IMAGE, REDIS_IMAGE, RUST_IMAGE; pulls the base images)
 	$(DOCKER_BUILD) -f docker/Dockerfile --build-arg REDIS_IMAGE=$(REDIS_IMAGE) \
@@ -68,13 +69,14 @@ docker-run: ## Run the image on 127.0.0.1:PORT
 
 test-docker: build ## For each of DOCKER_SERVERS: a stand-in image (no registry), docker/Dockerfile on it, the suite against containers
 	docker-compose -f docker/compose.yaml --profile cluster config -q
+	scripts/docker-context-check.sh
 	mkdir -p docker/prebuilt && cp $(MODULE) docker/prebuilt/libslidewin.so
 	set -e; for s in $(DOCKER_SERVERS); do \
 		mod=$$(echo $$s | tr '.-' '__'); \
 		scripts/docker-standin.sh slidewin-standin:$$s $$s; \
 		$(DOCKER_BUILD) -q -f docker/Dockerfile --build-arg REDIS_IMAGE=slidewin-standin:$$s \
-			--build-arg RUST_IMAGE=slidewin-standin:$$s -t slidewin:test-$$s . >/dev/null; \
-		scripts/docker-smoke.sh slidewin:test-$$s; \
+			--build-arg RUST_IMAGE=slidewin-standin:$$s --build-arg PREBUILT=1 -t slidewin:test-$$s . >/dev/null; \
+		scripts/docker-smoke.sh slidewin:test-$$s $(MODULE); \
 		SLIDEWIN_TEST_BACKEND=docker SLIDEWIN_DOCKER_IMAGE=slidewin:test-$$s SLIDEWIN_DOCKER_SERVER=$$s \
 			cargo test --release --test check --test surface --test faults --test history \
 			--test multi --test fuzz --test parity --test examples -- $$mod::; \

@@ -17,6 +17,7 @@ import csv
 import io
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -107,7 +108,11 @@ class Server:
                 break
             except redis.exceptions.ConnectionError:
                 if time.time() > deadline or self.proc.poll() is not None:
-                    sys.exit("server did not start:\n" + open(os.path.join(self.dir, "server.log")).read())
+                    log = open(os.path.join(self.dir, "server.log")).read()
+                    self.proc.kill()
+                    self.proc.wait()
+                    shutil.rmtree(self.dir, ignore_errors=True)
+                    sys.exit("server did not start:\n" + log)
                 time.sleep(0.05)
         self.version = self.r.info("server").get("valkey_version") or self.r.info("server")["redis_version"]
 
@@ -163,6 +168,9 @@ def main():
     def n(base):
         return max(1000, int(base * opts.scale))
 
+    # SIGTERM (a CI time-out, `kill`) unwinds like Ctrl-C, so the finally
+    # below stops the server on every exit path.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("bench: terminated"))
     srv = Server(opts.server)
     lines = []
 
@@ -227,15 +235,19 @@ def main():
                     results[label] = run(srv, args, count, keyspace, stat)
                 per_round.append(results)
             labels = [row[0] for row in rows]
-            lua_label = next((l for l in labels if l.startswith("Lua script")), None)
+            # Each row is compared with the Lua row doing the same job: PEEK
+            # with the Lua peek, everything else with the Lua check script.
+            lua_check = next((l for l in labels if l.startswith("Lua script")), None)
+            lua_peek = next((l for l in labels if l.startswith("Lua peek")), None)
             set_label = next(l for l in labels if l.startswith("SET"))
             emit(f"### {title}")
             emit()
-            emit("| command | µs/call (server) | requests/s | × Lua script | × SET |")
+            emit("| command | µs/call (server) | requests/s | × Lua (same job) | × SET |")
             emit("|---|---:|---:|---:|---:|")
             for label in labels:
                 usec = median(r[label][0] for r in per_round)
                 rps = median(r[label][1] for r in per_round)
+                lua_label = lua_peek if "PEEK" in label.upper() else lua_check
                 vs_lua = median(r[label][0] / r[lua_label][0] for r in per_round) if lua_label else None
                 vs_set = median(r[label][0] / r[set_label][0] for r in per_round)
                 emit(f"| {label} | {usec:.2f} | {rps:,.0f} | {f'{vs_lua:.2f}' if vs_lua else '-'} | {vs_set:.2f} |")

@@ -93,13 +93,15 @@ redis_module! {
     commands: [
         // name, handler, flags, first key, last key, key step,
         // mandatory ACL categories (none: Redis 7.0 has no API for them),
-        // optional ACL categories (set where the server supports them; the
-        // server adds @write/@read and @fast/@slow from the flags).
-        ["slidewin.check", commands::check, "write deny-oom", 1, 1, 1, "", "write sortedset"],
-        ["slidewin.peek", commands::peek, "readonly fast", 1, 1, 1, "", "read sortedset fast"],
+        // optional ACL categories (set where the server supports them; as
+        // for Redis's own commands, what is not `fast` is `slow`).
+        ["slidewin.check", commands::check, "write deny-oom", 1, 1, 1, "", "write sortedset slow"],
+        // Not `fast`: PEEK steps over the expired entries a CHECK would have
+        // trimmed, O(M) in them (like ZRANGEBYSCORE, which is @slow too).
+        ["slidewin.peek", commands::peek, "readonly", 1, 1, 1, "", "read sortedset slow"],
         // MCHECK's keys (every third argument after numrules) are reported
         // by the command itself (getkeys-api) and declared by its key spec.
-        ["slidewin.mcheck", commands::mcheck, "write deny-oom getkeys-api", 0, 0, 0, "", "write sortedset"],
+        ["slidewin.mcheck", commands::mcheck, "write deny-oom getkeys-api", 0, 0, 0, "", "write sortedset slow"],
         ["slidewin.undo", commands::undo, "write fast", 1, 1, 1, "", "write sortedset fast"],
     ],
 }
