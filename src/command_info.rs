@@ -10,7 +10,7 @@ use std::ptr;
 
 use redis_module::{raw, Context};
 
-use crate::zset::{api, StoreError};
+use crate::ffi::{api, StoreError};
 
 /// One argument of a command, as `COMMAND DOCS` shows it.
 pub struct ArgDoc {
@@ -238,11 +238,7 @@ pub fn set_command_info(ctx: &Context, doc: &CommandDoc) -> Result<(), StoreErro
     // returns (the server copies what it keeps), both arrays are terminated
     // by a zeroed element, and `command` came from GetCommand above.
     let status = unsafe { set_info(command, ptr::addr_of_mut!(info)) };
-    if status == raw::REDISMODULE_OK as c_int {
-        Ok(())
-    } else {
-        Err(StoreError::Failed("setting the command info"))
-    }
+    crate::ffi::status(status, "setting the command info")
 }
 
 /// `SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL]`.

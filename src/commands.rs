@@ -116,7 +116,7 @@ fn report_multi_keys(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         .filter(|n| (1..=args::MAX_RULES).contains(n))
         .and_then(|n| usize::try_from(n).ok())
         .unwrap_or(0);
-    let key_at_pos = crate::zset::api!(RedisModule_KeyAtPos)?;
+    let key_at_pos = crate::ffi::api!(RedisModule_KeyAtPos)?;
     for pos in (0..rules).map(|i| 2 + 3 * i).filter(|&p| p < argv.len()) {
         let pos = std::os::raw::c_int::try_from(pos).map_err(|_| RedisError::WrongArity)?;
         // SAFETY: the context of a key-position request, and a position
@@ -127,7 +127,7 @@ fn report_multi_keys(ctx: &Context, argv: &[RedisString]) -> RedisResult {
 }
 
 fn execute_multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    if let Ok(is_request) = crate::zset::api!(RedisModule_IsKeysPositionRequest) {
+    if let Ok(is_request) = crate::ffi::api!(RedisModule_IsKeysPositionRequest) {
         // SAFETY: the live command context.
         if unsafe { is_request(ctx.ctx) } != 0 {
             return report_multi_keys(ctx, argv);

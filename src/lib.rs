@@ -5,6 +5,7 @@
 //! - `args`: argument parsing (pure);
 //! - `window`: the window decision over an abstract log (pure);
 //! - `member`: member ids for log entries (pure);
+//! - `ffi`: API lookup, status checks, errors and the replication builder;
 //! - `clock`: the server clock;
 //! - `zset`: the safe wrapper over the low-level sorted-set key API;
 //! - `zset_log`: the sorted-set log and the replication of its effects;
@@ -19,6 +20,7 @@ pub mod clock;
 pub mod command_info;
 pub mod commands;
 pub mod config;
+pub mod ffi;
 pub mod member;
 pub mod stats;
 pub mod window;
@@ -44,7 +46,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // Keys are signalled as modified (WATCH, client-side caching) only when
     // a call really changed them, not on every close of a key opened for
     // writing: a denied CHECK that trimmed nothing changes nothing.
-    if let Ok(set_options) = zset::api!(RedisModule_SetModuleOptions) {
+    if let Ok(set_options) = ffi::api!(RedisModule_SetModuleOptions) {
         // SAFETY: the load-time context; a documented option flag.
         unsafe {
             set_options(

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use redis_module::raw;
 
-use crate::zset::api;
+use crate::ffi::api;
 
 static CHECKS_ALLOWED: AtomicU64 = AtomicU64::new(0);
 static CHECKS_DENIED: AtomicU64 = AtomicU64::new(0);

@@ -8,68 +8,14 @@
 //! frees its string. Every function pointer is checked for null before use
 //! and reported as an error instead of unwrapped.
 
-use std::fmt;
 use std::marker::PhantomData;
 use std::os::raw::c_int;
 use std::ptr::NonNull;
 
-use redis_module::{raw, Context, RedisError, RedisString};
+use redis_module::{raw, Context, RedisString};
 
-/// Looks up a module API function pointer, turning a null one into an error.
-macro_rules! api {
-    ($name:ident) => {
-        // SAFETY: the API pointers are written once by `RedisModule_Init` while
-        // the module loads, before any command can run, and only read after;
-        // commands run on the server's main thread. Copying the `Option<fn>`
-        // out of the static creates no reference to it.
-        match unsafe { redis_module::raw::$name } {
-            Some(f) => Ok(f),
-            None => Err($crate::zset::StoreError::MissingApi(stringify!($name))),
-        }
-    };
-}
-pub(crate) use api;
-
-/// Errors from the key layer, each with the reply a client should see.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreError {
-    /// The key holds something other than a sorted set.
-    WrongType,
-    /// The server does not export a function slidewin needs.
-    MissingApi(&'static str),
-    /// The server refused an operation it should have accepted.
-    Failed(&'static str),
-}
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            // The server's own text (REDISMODULE_ERRORMSG_WRONGTYPE).
-            StoreError::WrongType => {
-                f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value")
-            }
-            StoreError::MissingApi(name) => write!(f, "ERR this server does not provide {name}"),
-            StoreError::Failed(what) => write!(f, "ERR {what} failed"),
-        }
-    }
-}
-
-impl From<StoreError> for RedisError {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::WrongType => RedisError::WrongType,
-            other => RedisError::String(other.to_string()),
-        }
-    }
-}
-
-fn ok_status(status: c_int, what: &'static str) -> Result<(), StoreError> {
-    if status == raw::REDISMODULE_OK as c_int {
-        Ok(())
-    } else {
-        Err(StoreError::Failed(what))
-    }
-}
+pub use crate::ffi::StoreError;
+use crate::ffi::{api, status as ok_status, RawString};
 
 /// A module string this code created and must free.
 pub struct ModuleString {
@@ -83,6 +29,17 @@ impl ModuleString {
         let create = api!(RedisModule_CreateStringFromLongLong)?;
         // SAFETY: `ctx.ctx` is the live context of the running command.
         let ptr = unsafe { create(ctx.ctx, v) };
+        NonNull::new(ptr)
+            .map(|ptr| ModuleString { ctx: ctx.ctx, ptr })
+            .ok_or(StoreError::Failed("creating a string"))
+    }
+
+    /// A copy of `bytes`.
+    pub fn from_bytes(ctx: &Context, bytes: &[u8]) -> Result<Self, StoreError> {
+        let create = api!(RedisModule_CreateString)?;
+        // SAFETY: `ctx.ctx` is the live context of the running command;
+        // `bytes` is valid for `bytes.len()` bytes and the server copies them.
+        let ptr = unsafe { create(ctx.ctx, bytes.as_ptr().cast(), bytes.len()) };
         NonNull::new(ptr)
             .map(|ptr| ModuleString { ctx: ctx.ctx, ptr })
             .ok_or(StoreError::Failed("creating a string"))
@@ -237,23 +194,12 @@ impl<'c> Key<'c> {
 
     /// Removes `member`; returns whether it was there. The server deletes the
     /// key when its last member goes.
-    pub fn remove(&mut self, member: &ModuleString) -> Result<bool, StoreError> {
+    pub fn remove(&mut self, member: &impl RawString) -> Result<bool, StoreError> {
         let rem = api!(RedisModule_ZsetRem)?;
         let mut deleted: c_int = 0;
-        // SAFETY: the handle is open for writing and `member` is a live string.
-        let status = unsafe { rem(self.raw(), member.as_ptr(), &mut deleted) };
-        ok_status(status, "removing a member")?;
-        Ok(deleted != 0)
-    }
-
-    /// Removes a member given as a command argument; returns whether it was
-    /// there.
-    pub fn remove_arg(&mut self, member: &RedisString) -> Result<bool, StoreError> {
-        let rem = api!(RedisModule_ZsetRem)?;
-        let mut deleted: c_int = 0;
-        // SAFETY: the handle is open for writing and `member` is a string of
-        // the command's argv, alive for the whole call.
-        let status = unsafe { rem(self.raw(), member.inner, &mut deleted) };
+        // SAFETY: the handle is open for writing and `member` is a live
+        // string (an argument of the running command, or one we own).
+        let status = unsafe { rem(self.raw(), member.raw(), &mut deleted) };
         ok_status(status, "removing a member")?;
         Ok(deleted != 0)
     }

@@ -10,13 +10,14 @@
 //! Keyspace notifications match what the seed's Lua script would have fired.
 
 use std::ffi::CStr;
-use std::os::raw::{c_int, c_longlong};
+use std::os::raw::c_int;
 
 use redis_module::{raw, Context, RedisString};
 
+use crate::ffi::{api, Propagate, StoreError};
 use crate::member;
 use crate::window::WindowLog;
-use crate::zset::{api, Key, KeyKind, ModuleString, ScoreRange, StoreError};
+use crate::zset::{Key, KeyKind, ModuleString, ScoreRange};
 
 /// The sliding-window log stored in one sorted-set key.
 pub struct ZsetLog<'c> {
@@ -86,31 +87,21 @@ impl<'c> ZsetLog<'c> {
         let Some(key) = existing_in(&mut self.key)? else {
             return Ok(0);
         };
-        let mut removed: Vec<*mut raw::RedisModuleString> = Vec::new();
+        let mut removed: Vec<&RedisString> = Vec::new();
         for m in members {
-            if key.remove_arg(m)? {
+            if key.remove(m)? {
                 self.modified = true;
-                removed.push(m.inner);
+                removed.push(m);
             }
         }
         if removed.is_empty() {
             return Ok(0);
         }
         let emptied = key.kind()? == KeyKind::Empty;
-        let replicate = api!(RedisModule_Replicate)?;
-        // SAFETY: live context; "sv" is followed by a module string, then a
-        // pointer to `removed.len()` argv strings (alive for the call) and
-        // that length.
-        replicated(unsafe {
-            replicate(
-                ctx.ctx,
-                c"ZREM".as_ptr(),
-                c"sv".as_ptr(),
-                self.name.inner,
-                removed.as_mut_ptr(),
-                removed.len(),
-            )
-        })?;
+        Propagate::new(ctx, c"ZREM")
+            .key(self.name)
+            .strings(removed.iter().copied())
+            .send()?;
         self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zrem");
         if emptied {
             self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
@@ -139,41 +130,13 @@ impl<'c> ZsetLog<'c> {
         first: &ModuleString,
         more: &[ModuleString],
     ) -> Result<(), StoreError> {
-        let replicate = api!(RedisModule_Replicate)?;
-        if more.is_empty() {
-            // SAFETY: live context; "sls" is followed by a module string, a
-            // long long and a module string.
-            replicated(unsafe {
-                replicate(
-                    self.ctx.ctx,
-                    c"ZADD".as_ptr(),
-                    c"sls".as_ptr(),
-                    self.name.inner,
-                    now_ms as c_longlong,
-                    first.as_ptr(),
-                )
-            })?;
-        } else {
-            let score = ModuleString::from_i64(self.ctx, now_ms)?;
-            let mut argv: Vec<*mut raw::RedisModuleString> = Vec::with_capacity(2 + more.len() * 2);
-            for m in std::iter::once(first).chain(more) {
-                argv.push(score.as_ptr());
-                argv.push(m.as_ptr());
-            }
-            // SAFETY: live context; "sv" is followed by a module string, then
-            // a pointer to `argv.len()` live module strings and that length.
-            // The server retains what it keeps before we free ours.
-            replicated(unsafe {
-                replicate(
-                    self.ctx.ctx,
-                    c"ZADD".as_ptr(),
-                    c"sv".as_ptr(),
-                    self.name.inner,
-                    argv.as_mut_ptr(),
-                    argv.len(),
-                )
-            })?;
+        // One score string for every pair.
+        let score = ModuleString::from_i64(self.ctx, now_ms)?;
+        let mut zadd = Propagate::new(self.ctx, c"ZADD").key(self.name);
+        for m in std::iter::once(first).chain(more) {
+            zadd = zadd.string(&score).string(m);
         }
+        zadd.send()?;
         self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zadd");
         Ok(())
     }
@@ -195,14 +158,6 @@ fn existing_in<'a, 'c>(
     match slot {
         Some(key) if key.kind()? == KeyKind::Zset => Ok(Some(key)),
         _ => Ok(None),
-    }
-}
-
-fn replicated(status: c_int) -> Result<(), StoreError> {
-    if status == raw::REDISMODULE_OK as c_int {
-        Ok(())
-    } else {
-        Err(StoreError::Failed("replicating"))
     }
 }
 
@@ -236,19 +191,11 @@ impl WindowLog for ZsetLog<'_> {
             }
         }
         let emptied = key.kind()? == KeyKind::Empty;
-        let replicate = api!(RedisModule_Replicate)?;
-        // SAFETY: live context; "scl" is followed by a module string, a
-        // NUL-terminated C string and a long long, in that order.
-        replicated(unsafe {
-            replicate(
-                ctx.ctx,
-                c"ZREMRANGEBYSCORE".as_ptr(),
-                c"scl".as_ptr(),
-                self.name.inner,
-                c"-inf".as_ptr(),
-                cutoff_ms as c_longlong,
-            )
-        })?;
+        Propagate::new(ctx, c"ZREMRANGEBYSCORE")
+            .key(self.name)
+            .word(c"-inf")?
+            .int(cutoff_ms)?
+            .send()?;
         self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore");
         if emptied {
             self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
@@ -378,18 +325,10 @@ impl WindowLog for ZsetLog<'_> {
     fn expire_at(&mut self, at_ms: i64) -> Result<(), StoreError> {
         let ctx = self.ctx;
         self.writable()?.set_abs_expire(at_ms)?;
-        let replicate = api!(RedisModule_Replicate)?;
-        // SAFETY: live context; "sl" is followed by a module string and a
-        // long long.
-        replicated(unsafe {
-            replicate(
-                ctx.ctx,
-                c"PEXPIREAT".as_ptr(),
-                c"sl".as_ptr(),
-                self.name.inner,
-                at_ms as c_longlong,
-            )
-        })?;
+        Propagate::new(ctx, c"PEXPIREAT")
+            .key(self.name)
+            .int(at_ms)?
+            .send()?;
         self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire");
         Ok(())
     }
