@@ -6,24 +6,13 @@
 //! use. Older servers fall back to `RedisModule_Milliseconds`. The function
 //! pointers are checked for null, never guessed from a version number.
 
-use redis_module::raw;
+use crate::ffi;
 
 /// The server's wall clock in milliseconds, or `None` if the server exports
 /// neither clock function (no supported server does).
 pub fn now_ms() -> Option<i64> {
-    // SAFETY: the API pointers are written once while the module loads and
-    // only read afterwards, on the main thread; copying an `Option<fn>` out of
-    // the static creates no reference to it.
-    let (cached, millis) = unsafe {
-        (
-            raw::RedisModule_CachedMicroseconds,
-            raw::RedisModule_Milliseconds,
-        )
-    };
-    if let Some(cached) = cached {
-        // SAFETY: a plain getter with no arguments.
-        return Some(unsafe { cached() }.div_euclid(1000));
+    match ffi::cached_microseconds() {
+        Some(us) => Some(us.div_euclid(1000)),
+        None => ffi::milliseconds(),
     }
-    // SAFETY: a plain getter with no arguments.
-    millis.map(|f| unsafe { f() })
 }

@@ -116,22 +116,15 @@ fn report_multi_keys(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         .filter(|n| (1..=args::MAX_RULES).contains(n))
         .and_then(|n| usize::try_from(n).ok())
         .unwrap_or(0);
-    let key_at_pos = crate::ffi::api!(RedisModule_KeyAtPos)?;
     for pos in (0..rules).map(|i| 2 + 3 * i).filter(|&p| p < argv.len()) {
-        let pos = std::os::raw::c_int::try_from(pos).map_err(|_| RedisError::WrongArity)?;
-        // SAFETY: the context of a key-position request, and a position
-        // inside argv (checked above).
-        unsafe { key_at_pos(ctx.ctx, pos) };
+        crate::ffi::key_at_pos(ctx, argv.len(), pos)?;
     }
     Ok(RedisValue::NoReply)
 }
 
 fn execute_multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    if let Ok(is_request) = crate::ffi::api!(RedisModule_IsKeysPositionRequest) {
-        // SAFETY: the live command context.
-        if unsafe { is_request(ctx.ctx) } != 0 {
-            return report_multi_keys(ctx, argv);
-        }
+    if crate::ffi::is_keys_position_request(ctx) {
+        return report_multi_keys(ctx, argv);
     }
     let request = args::parse_multi(argv.iter().skip(1).map(|a| a.as_slice()), config::bounds())?;
     // One log per distinct key, in order of first appearance.

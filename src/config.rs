@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use redis_module::configuration::{register_i64_configuration, ConfigurationFlags};
-use redis_module::{raw, Context};
+use redis_module::Context;
 
 use crate::args::{parse_i64, printable, Bounds, DEFAULT_MAX_LIMIT, DEFAULT_MAX_WINDOW_MS};
 
@@ -111,14 +111,7 @@ pub fn register(ctx: &Context, values: &[(Setting, i64)]) {
     for &(setting, value) in values {
         setting.variable().store(value, Ordering::Relaxed);
     }
-    // SAFETY: reading API pointers written once at load; no reference taken.
-    let (numeric, load) = unsafe {
-        (
-            raw::RedisModule_RegisterNumericConfig,
-            raw::RedisModule_LoadConfigs,
-        )
-    };
-    if numeric.is_none() {
+    if !crate::ffi::has_module_config() {
         ctx.log_warning("slidewin: this server has no module configuration; CONFIG SET slidewin.* is unavailable");
         return;
     }
@@ -134,10 +127,7 @@ pub fn register(ctx: &Context, values: &[(Setting, i64)]) {
             None,
         );
     }
-    if let Some(load) = load {
-        // SAFETY: the load-time context, as the API requires.
-        unsafe { load(ctx.ctx) };
-    }
+    crate::ffi::load_configs(ctx);
 }
 
 #[cfg(test)]

@@ -173,3 +173,135 @@ impl<'a> Propagate<'a> {
         )
     }
 }
+
+/// The server's cached command time in microseconds
+/// (`RedisModule_CachedMicroseconds`: one value for a whole MULTI or script),
+/// where the server has it.
+pub fn cached_microseconds() -> Option<i64> {
+    let cached = api!(RedisModule_CachedMicroseconds).ok()?;
+    // SAFETY: a plain getter with no arguments.
+    Some(unsafe { cached() })
+}
+
+/// The server's wall clock in milliseconds (`RedisModule_Milliseconds`).
+pub fn milliseconds() -> Option<i64> {
+    let millis = api!(RedisModule_Milliseconds).ok()?;
+    // SAFETY: a plain getter with no arguments.
+    Some(unsafe { millis() })
+}
+
+/// Whether the server lets modules give commands ACL categories.
+pub fn has_acl_categories() -> bool {
+    api!(RedisModule_SetCommandACLCategories).is_ok()
+}
+
+/// Whether the server has `RedisModule_CachedMicroseconds`.
+pub fn has_cached_clock() -> bool {
+    api!(RedisModule_CachedMicroseconds).is_ok()
+}
+
+/// Signals `key` as modified (WATCH, client-side caching).
+pub fn signal_modified(ctx: &Context, key: &RedisString) {
+    if let Ok(signal) = api!(RedisModule_SignalModifiedKey) {
+        // SAFETY: the live command context and a key name from argv.
+        unsafe { signal(ctx.ctx, key.inner) };
+    }
+}
+
+/// Fires the keyspace notification `event` of `class` on `key`.
+pub fn notify(ctx: &Context, class: c_int, event: &CStr, key: &RedisString) {
+    if let Ok(notify) = api!(RedisModule_NotifyKeyspaceEvent) {
+        // SAFETY: the live command context, a NUL-terminated event name and a
+        // key name from argv; the server copies what it keeps.
+        unsafe { notify(ctx.ctx, class, event.as_ptr(), key.inner) };
+    }
+}
+
+/// Whether this call only asks for the command's key positions
+/// (COMMAND GETKEYS, cluster routing, ACL key checks).
+pub fn is_keys_position_request(ctx: &Context) -> bool {
+    match api!(RedisModule_IsKeysPositionRequest) {
+        // SAFETY: the live command context.
+        Ok(is_request) => (unsafe { is_request(ctx.ctx) }) != 0,
+        Err(_) => false,
+    }
+}
+
+/// Reports argument `pos` as a key, answering a key-position request.
+pub fn key_at_pos(ctx: &Context, argc: usize, pos: usize) -> Result<(), StoreError> {
+    let key_at_pos = api!(RedisModule_KeyAtPos)?;
+    if pos >= argc {
+        return Err(StoreError::Failed("reporting a key position"));
+    }
+    let pos = c_int::try_from(pos).map_err(|_| StoreError::Failed("reporting a key position"))?;
+    // SAFETY: the context of a key-position request, and a position inside
+    // the command's argv (checked above).
+    unsafe { key_at_pos(ctx.ctx, pos) };
+    Ok(())
+}
+
+/// Sets module option flags (`REDISMODULE_OPTION_*`), at load time.
+pub fn set_module_options(ctx: &Context, flags: u32) {
+    if let (Ok(set_options), Ok(flags)) =
+        (api!(RedisModule_SetModuleOptions), c_int::try_from(flags))
+    {
+        // SAFETY: the load-time context and documented option flags.
+        unsafe { set_options(ctx.ctx, flags) };
+    }
+}
+
+/// Whether the server has module configuration (CONFIG SET of module settings).
+pub fn has_module_config() -> bool {
+    api!(RedisModule_RegisterNumericConfig).is_ok()
+}
+
+/// Applies the module settings found in redis.conf, at load time.
+pub fn load_configs(ctx: &Context) {
+    if let Ok(load) = api!(RedisModule_LoadConfigs) {
+        // SAFETY: the load-time context, as the API requires.
+        unsafe { load(ctx.ctx) };
+    }
+}
+
+/// Writes the module's INFO sections, inside the INFO callback only.
+pub struct InfoWriter {
+    ctx: *mut raw::RedisModuleInfoCtx,
+}
+
+impl InfoWriter {
+    /// Starts the section `<module>_<name>`.
+    pub fn section(&mut self, name: &CStr) {
+        if let Ok(section) = api!(RedisModule_InfoAddSection) {
+            // SAFETY: `ctx` is the INFO context the server passed to the
+            // running callback (a writer exists only there); the name is
+            // NUL-terminated and copied by the server.
+            unsafe { section(self.ctx, name.as_ptr()) };
+        }
+    }
+
+    /// Adds the field `<module>_<name>:<value>` to the current section.
+    pub fn field(&mut self, name: &CStr, value: u64) {
+        if let Ok(field) = api!(RedisModule_InfoAddFieldULongLong) {
+            // SAFETY: as in `section`.
+            unsafe { field(self.ctx, name.as_ptr(), value) };
+        }
+    }
+}
+
+static INFO_SECTIONS: std::sync::OnceLock<fn(&mut InfoWriter)> = std::sync::OnceLock::new();
+
+extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    if let Some(write) = INFO_SECTIONS.get() {
+        write(&mut InfoWriter { ctx });
+    }
+}
+
+/// Makes `write` the module's INFO callback.
+pub fn register_info(ctx: &Context, write: fn(&mut InfoWriter)) {
+    // Set once per load of the module (an unload drops the statics with it).
+    let _ = INFO_SECTIONS.set(write);
+    if let Ok(register) = api!(RedisModule_RegisterInfoFunc) {
+        // SAFETY: the load-time context and a callback of the expected type.
+        unsafe { register(ctx.ctx, Some(info_callback)) };
+    }
+}

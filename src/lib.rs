@@ -46,16 +46,10 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // Keys are signalled as modified (WATCH, client-side caching) only when
     // a call really changed them, not on every close of a key opened for
     // writing: a denied CHECK that trimmed nothing changes nothing.
-    if let Ok(set_options) = ffi::api!(RedisModule_SetModuleOptions) {
-        // SAFETY: the load-time context; a documented option flag.
-        unsafe {
-            set_options(
-                ctx.ctx,
-                redis_module::raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED
-                    as std::os::raw::c_int,
-            )
-        };
-    }
+    ffi::set_module_options(
+        ctx,
+        redis_module::raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED,
+    );
     let raw_args: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
     let values = match config::parse_load_args(&raw_args) {
         Ok(values) => values,

@@ -14,12 +14,9 @@
 //! `RedisModule_CachedMicroseconds`, so one clock value holds for a whole
 //! MULTI or script).
 
-use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use redis_module::raw;
-
-use crate::ffi::api;
+use crate::ffi::InfoWriter;
 
 static CHECKS_ALLOWED: AtomicU64 = AtomicU64::new(0);
 static CHECKS_DENIED: AtomicU64 = AtomicU64::new(0);
@@ -69,47 +66,28 @@ pub fn snapshot() -> [(&'static std::ffi::CStr, u64); 6] {
 /// What the server supports, as (field, 0 or 1) pairs in INFO order: each
 /// optional API is detected by its function pointer, never by version.
 pub fn capabilities() -> [(&'static std::ffi::CStr, u64); 2] {
-    // SAFETY: the API pointers are written once while the module loads and
-    // only read afterwards, on the main thread; copying an `Option<fn>` out
-    // of the static creates no reference to it.
-    let (acl, cached) = unsafe {
-        (
-            raw::RedisModule_SetCommandACLCategories,
-            raw::RedisModule_CachedMicroseconds,
-        )
-    };
     [
-        (c"acl_categories", u64::from(acl.is_some())),
-        (c"cached_clock", u64::from(cached.is_some())),
+        (
+            c"acl_categories",
+            u64::from(crate::ffi::has_acl_categories()),
+        ),
+        (c"cached_clock", u64::from(crate::ffi::has_cached_clock())),
     ]
 }
 
-/// The INFO callback: `slidewin_stats` and `slidewin_capabilities`.
-extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
-    let (Ok(section), Ok(field)) = (
-        api!(RedisModule_InfoAddSection),
-        api!(RedisModule_InfoAddFieldULongLong),
-    ) else {
-        return;
-    };
-    // SAFETY: `ctx` is the INFO context the server passed to this callback;
-    // names are NUL-terminated and copied by the server.
-    unsafe {
-        section(ctx, c"stats".as_ptr());
-        for (name, value) in snapshot() {
-            field(ctx, name.as_ptr(), value);
-        }
-        section(ctx, c"capabilities".as_ptr());
-        for (name, value) in capabilities() {
-            field(ctx, name.as_ptr(), value);
-        }
+/// The INFO sections: `slidewin_stats` and `slidewin_capabilities`.
+fn write_info(info: &mut InfoWriter) {
+    info.section(c"stats");
+    for (name, value) in snapshot() {
+        info.field(name, value);
+    }
+    info.section(c"capabilities");
+    for (name, value) in capabilities() {
+        info.field(name, value);
     }
 }
 
-/// Installs [`info`] as the module's INFO callback.
+/// Installs the module's INFO sections.
 pub fn register(ctx: &redis_module::Context) {
-    if let Ok(register) = api!(RedisModule_RegisterInfoFunc) {
-        // SAFETY: load-time context and a callback with the expected type.
-        unsafe { register(ctx.ctx, Some(info)) };
-    }
+    crate::ffi::register_info(ctx, write_info);
 }

@@ -14,7 +14,7 @@ use std::os::raw::c_int;
 
 use redis_module::{raw, Context, RedisString};
 
-use crate::ffi::{api, Propagate, StoreError};
+use crate::ffi::{Propagate, StoreError};
 use crate::member;
 use crate::window::WindowLog;
 use crate::zset::{Key, KeyKind, ModuleString, ScoreRange};
@@ -37,10 +37,7 @@ impl Drop for ZsetLog<'_> {
         if !self.modified {
             return;
         }
-        if let Ok(signal) = api!(RedisModule_SignalModifiedKey) {
-            // SAFETY: the live command context and the key name from argv.
-            unsafe { signal(self.ctx.ctx, self.name.inner) };
-        }
+        crate::ffi::signal_modified(self.ctx, self.name);
     }
 }
 
@@ -142,11 +139,7 @@ impl<'c> ZsetLog<'c> {
     }
 
     fn notify(&self, class: c_int, event: &CStr) {
-        if let Ok(notify) = api!(RedisModule_NotifyKeyspaceEvent) {
-            // SAFETY: live context, a NUL-terminated event name and the key
-            // name from argv; the server copies what it keeps.
-            unsafe { notify(self.ctx.ctx, class, event.as_ptr(), self.name.inner) };
-        }
+        crate::ffi::notify(self.ctx, class, event, self.name);
     }
 }
 
