@@ -5,7 +5,8 @@
 //! - `args`: argument parsing (pure);
 //! - `window`: the window decision over an abstract log (pure);
 //! - `member`: member ids for log entries (pure);
-//! - `ffi`: API lookup, status checks, errors and the replication builder;
+//! - `ffi`: the raw server calls: API lookup, status checks, errors, the
+//!   clock, notifications, key positions, INFO, and the replication builder;
 //! - `clock`: the server clock;
 //! - `zset`: the safe wrapper over the low-level sorted-set key API;
 //! - `zset_log`: the sorted-set log and the replication of its effects;
