@@ -1,7 +1,7 @@
 //! Argument parsing for the SLIDEWIN commands: pure Rust, no Redis types.
 //!
 //! ```text
-//! SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL]
+//! SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL] [WITHMEMBERS]
 //! SLIDEWIN.PEEK  key limit window_ms [COST count]
 //! ```
 //!

@@ -241,7 +241,7 @@ pub fn set_command_info(ctx: &Context, doc: &CommandDoc) -> Result<(), StoreErro
     crate::ffi::status(status, "setting the command info")
 }
 
-/// `SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL]`.
+/// `SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL] [WITHMEMBERS]`.
 pub const CHECK: CommandDoc = CommandDoc {
     name: c"slidewin.check",
     summary: c"Records a call of `count` units (default 1) and replies 1 if they fit under `limit` in the trailing `window_ms` milliseconds; else replies 0 and records nothing. DETAIL replies [allowed, limit, remaining, retry_after_ms, reset_after_ms].",

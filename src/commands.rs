@@ -182,7 +182,7 @@ fn execute_undo(ctx: &Context, argv: &[RedisString]) -> RedisResult {
     Ok(int(removed))
 }
 
-/// `SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL]`
+/// `SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL] [WITHMEMBERS]`
 ///
 /// Trims the entries of `key` scored at or below `now - window_ms`; if
 /// `count` more fit under `limit`, records them at `now`, sets the key to

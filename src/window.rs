@@ -53,7 +53,8 @@ pub trait WindowLog {
     fn expire_at(&mut self, at_ms: i64) -> Result<(), Self::Error>;
 }
 
-/// The five fields of a DETAIL reply.
+/// The fields of a DETAIL reply the decision computes: the reply adds
+/// `allowed` and the caller's `limit` around them (five fields in all).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Detail {
     /// `limit` minus the entries in the window after this call, at least 0.

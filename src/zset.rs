@@ -1,9 +1,10 @@
 //! A small safe wrapper around the low-level sorted-set key API.
 //!
-//! The `redis-module` crate does not wrap sorted sets, so this module owns
-//! every raw call slidewin makes on keys: opening and closing a key, reading
-//! its type and length, score-range iteration, adding, removing and setting
-//! an absolute expiry. Resources are released by `Drop` (RAII): a [`Key`]
+//! The `redis-module` crate does not wrap sorted sets, so this module makes
+//! the raw calls on keys and strings: opening and closing a key, reading its
+//! type and length, score-range iteration, adding, removing and setting an
+//! absolute expiry, creating and freeing strings. Every other raw call
+//! (replication, notifications, the clock, INFO, ...) is in `ffi.rs`. Resources are released by `Drop` (RAII): a [`Key`]
 //! closes its handle, a [`Range`] stops its iterator, a [`ModuleString`]
 //! frees its string. Every function pointer is checked for null before use
 //! and reported as an error instead of unwrapped.
