@@ -22,10 +22,6 @@ on_every_server! {
     module_unload_is_safe => module_unload;
 }
 
-fn exists(c: &mut Connection, key: &str) -> bool {
-    redis::cmd("EXISTS").arg(key).query::<i64>(c).unwrap() == 1
-}
-
 fn set_config(c: &mut Connection, name: &str, value: &str) {
     let _: () = redis::cmd("CONFIG")
         .arg("SET")

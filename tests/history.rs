@@ -7,7 +7,6 @@
 mod support;
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rand::Rng;
@@ -39,53 +38,6 @@ fn wall_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
-}
-
-/// The commands of a RESP-encoded AOF, as byte vectors.
-fn parse_aof(bytes: &[u8]) -> Vec<Vec<Vec<u8>>> {
-    fn line(b: &[u8], at: &mut usize) -> Option<Vec<u8>> {
-        let end = b[*at..].windows(2).position(|w| w == b"\r\n")? + *at;
-        let l = b[*at..end].to_vec();
-        *at = end + 2;
-        Some(l)
-    }
-    let mut at = 0;
-    let mut out = Vec::new();
-    while at < bytes.len() {
-        let Some(head) = line(bytes, &mut at) else {
-            break;
-        };
-        let Some(n) = head.strip_prefix(b"*") else {
-            panic!("unexpected AOF line {:?}", String::from_utf8_lossy(&head));
-        };
-        let n: usize = std::str::from_utf8(n).unwrap().parse().unwrap();
-        let mut cmd = Vec::with_capacity(n);
-        for _ in 0..n {
-            let len_line = line(bytes, &mut at).expect("bulk length");
-            let len: usize = std::str::from_utf8(&len_line[1..])
-                .unwrap()
-                .parse()
-                .unwrap();
-            cmd.push(bytes[at..at + len].to_vec());
-            at += len + 2;
-        }
-        out.push(cmd);
-    }
-    out
-}
-
-/// Every incremental AOF file of a server directory, concatenated.
-fn replicated_commands(dir: &Path) -> Vec<Vec<Vec<u8>>> {
-    let mut files: Vec<_> = std::fs::read_dir(dir.join("appendonlydir"))
-        .expect("appendonlydir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.to_string_lossy().ends_with(".incr.aof"))
-        .collect();
-    files.sort();
-    files
-        .iter()
-        .flat_map(|f| parse_aof(&std::fs::read(f).expect("read aof")))
-        .collect()
 }
 
 /// A master with the module and a replica without it that writes every
@@ -175,7 +127,7 @@ fn history(flavor: Flavor) {
 
     // The effects, read back from the replica's AOF.
     let mut scores: Vec<Vec<i64>> = vec![Vec::new(); KEYS];
-    for cmd in replicated_commands(&replica.dir) {
+    for cmd in aof_commands(&replica.dir) {
         let name = String::from_utf8_lossy(&cmd[0]).to_ascii_uppercase();
         assert!(
             !name.contains("SLIDEWIN"),
@@ -315,7 +267,7 @@ fn history_mcheck_cost(flavor: Flavor) {
     // The effects: (score, member) per key, from the replica's AOF.
     let mut entries: Vec<HashMap<Vec<u8>, i64>> = vec![HashMap::new(); RULES.len()];
     let mut zadds = 0;
-    for cmd in replicated_commands(&replica.dir) {
+    for cmd in aof_commands(&replica.dir) {
         let name = String::from_utf8_lossy(&cmd[0]).to_ascii_uppercase();
         assert!(
             !name.contains("SLIDEWIN"),

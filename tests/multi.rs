@@ -22,10 +22,6 @@ on_every_server! {
 
 const DAY: i64 = 86_400_000;
 
-fn zcard(c: &mut Connection, key: &str) -> i64 {
-    redis::cmd("ZCARD").arg(key).query(c).unwrap()
-}
-
 fn mcheck(c: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
     slidewin(c, "SLIDEWIN.MCHECK", args)
 }

@@ -163,8 +163,6 @@ fn detail_values(flavor: Flavor) {
         );
     }
     // CHECK trimmed the expired entry of "j"; PEEK left the one of "i".
-    let zcard =
-        |c: &mut Connection, k: &str| -> i64 { redis::cmd("ZCARD").arg(k).query(c).unwrap() };
     assert_eq!(zcard(&mut c, "j"), 2);
     assert_eq!(zcard(&mut c, "i"), 3);
     // The plain reply is the first field.
