@@ -84,7 +84,7 @@ impl RawString for RedisString {
     }
 }
 
-impl RawString for ModuleString {
+impl RawString for ModuleString<'_> {
     fn raw(&self) -> *mut raw::RedisModuleString {
         self.as_ptr()
     }
@@ -103,7 +103,7 @@ pub struct Propagate<'a> {
     ctx: &'a Context,
     command: &'static CStr,
     argv: Vec<*mut raw::RedisModuleString>,
-    owned: Vec<ModuleString>,
+    owned: Vec<ModuleString<'a>>,
     _borrowed: PhantomData<&'a ()>,
 }
 

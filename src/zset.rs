@@ -19,30 +19,30 @@ pub use crate::ffi::StoreError;
 use crate::ffi::{api, status as ok_status, RawString};
 
 /// A module string this code created and must free.
-pub struct ModuleString {
-    ctx: *mut raw::RedisModuleCtx,
+pub struct ModuleString<'c> {
+    ctx: &'c Context,
     ptr: NonNull<raw::RedisModuleString>,
 }
 
-impl ModuleString {
+impl<'c> ModuleString<'c> {
     /// The decimal string of `v`, as the server would print it.
-    pub fn from_i64(ctx: &Context, v: i64) -> Result<Self, StoreError> {
+    pub fn from_i64(ctx: &'c Context, v: i64) -> Result<Self, StoreError> {
         let create = api!(RedisModule_CreateStringFromLongLong)?;
         // SAFETY: `ctx.ctx` is the live context of the running command.
         let ptr = unsafe { create(ctx.ctx, v) };
         NonNull::new(ptr)
-            .map(|ptr| ModuleString { ctx: ctx.ctx, ptr })
+            .map(|ptr| ModuleString { ctx, ptr })
             .ok_or(StoreError::Failed("creating a string"))
     }
 
     /// A copy of `bytes`.
-    pub fn from_bytes(ctx: &Context, bytes: &[u8]) -> Result<Self, StoreError> {
+    pub fn from_bytes(ctx: &'c Context, bytes: &[u8]) -> Result<Self, StoreError> {
         let create = api!(RedisModule_CreateString)?;
         // SAFETY: `ctx.ctx` is the live context of the running command;
         // `bytes` is valid for `bytes.len()` bytes and the server copies them.
         let ptr = unsafe { create(ctx.ctx, bytes.as_ptr().cast(), bytes.len()) };
         NonNull::new(ptr)
-            .map(|ptr| ModuleString { ctx: ctx.ctx, ptr })
+            .map(|ptr| ModuleString { ctx, ptr })
             .ok_or(StoreError::Failed("creating a string"))
     }
 
@@ -51,12 +51,12 @@ impl ModuleString {
     }
 }
 
-impl Drop for ModuleString {
+impl Drop for ModuleString<'_> {
     fn drop(&mut self) {
         if let Ok(free) = api!(RedisModule_FreeString) {
             // SAFETY: we own exactly one reference to this string, taken when
             // it was created or handed to us by the iterator; it is freed once.
-            unsafe { free(self.ctx, self.ptr.as_ptr()) }
+            unsafe { free(self.ctx.ctx, self.ptr.as_ptr()) }
         }
     }
 }
@@ -207,7 +207,7 @@ impl<'c> Key<'c> {
 
     /// Adds `member` with `score` unless it exists (ZADD NX); returns whether
     /// it was added. Creates the key when it is missing.
-    pub fn add_nx(&mut self, score: f64, member: &ModuleString) -> Result<bool, StoreError> {
+    pub fn add_nx(&mut self, score: f64, member: &ModuleString<'_>) -> Result<bool, StoreError> {
         let add = api!(RedisModule_ZsetAdd)?;
         let mut flags = raw::REDISMODULE_ZADD_NX as c_int;
         // SAFETY: the handle is open for writing, `member` is a live string and
@@ -218,7 +218,7 @@ impl<'c> Key<'c> {
     }
 
     /// The score of `member`, or `None` when it is not in the set.
-    pub fn score(&mut self, member: &ModuleString) -> Result<Option<f64>, StoreError> {
+    pub fn score(&mut self, member: &ModuleString<'_>) -> Result<Option<f64>, StoreError> {
         let score = api!(RedisModule_ZsetScore)?;
         let mut value = 0.0f64;
         // SAFETY: the handle is open and `member` a live string; the server
@@ -253,13 +253,16 @@ pub struct Range<'k, 'c> {
 
 impl Range<'_, '_> {
     /// The member and score under the iterator, or `None` past the end.
-    pub fn current(&self, ctx: &Context) -> Result<Option<(ModuleString, f64)>, StoreError> {
+    pub fn current<'c>(
+        &self,
+        ctx: &'c Context,
+    ) -> Result<Option<(ModuleString<'c>, f64)>, StoreError> {
         let current = api!(RedisModule_ZsetRangeCurrentElement)?;
         let mut score = 0.0f64;
         // SAFETY: the range was started on this open key; the returned string
         // is a new reference that `ModuleString` frees.
         let ptr = unsafe { current(self.key.raw(), &mut score) };
-        Ok(NonNull::new(ptr).map(|ptr| (ModuleString { ctx: ctx.ctx, ptr }, score)))
+        Ok(NonNull::new(ptr).map(|ptr| (ModuleString { ctx, ptr }, score)))
     }
 
     /// The score under the iterator, or `None` past the end.

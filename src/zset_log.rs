@@ -124,8 +124,8 @@ impl<'c> ZsetLog<'c> {
     fn replicate_zadd(
         &self,
         now_ms: i64,
-        first: &ModuleString,
-        more: &[ModuleString],
+        first: &ModuleString<'_>,
+        more: &[ModuleString<'_>],
     ) -> Result<(), StoreError> {
         // One score string for every pair.
         let score = ModuleString::from_i64(self.ctx, now_ms)?;
