@@ -60,6 +60,22 @@ fn master_and_recording_replica(flavor: Flavor) -> (Server, Server) {
     (master, replica)
 }
 
+/// The ZADDs the replica recorded in its AOF; no SLIDEWIN command may be
+/// among what it received.
+fn replicated_zadds(replica: &Server) -> Vec<Vec<Vec<u8>>> {
+    aof_commands(&replica.dir)
+        .into_iter()
+        .filter(|cmd| {
+            let name = String::from_utf8_lossy(&cmd[0]).to_ascii_uppercase();
+            assert!(
+                !name.contains("SLIDEWIN"),
+                "the command itself was replicated"
+            );
+            name == "ZADD"
+        })
+        .collect()
+}
+
 /// Entries in `(now - window, now]` of sorted scores.
 fn in_window(s: &[i64], now: i64, window: i64) -> usize {
     let lo = s.partition_point(|&x| x <= now - window);
@@ -127,15 +143,7 @@ fn history(flavor: Flavor) {
 
     // The effects, read back from the replica's AOF.
     let mut scores: Vec<Vec<i64>> = vec![Vec::new(); KEYS];
-    for cmd in aof_commands(&replica.dir) {
-        let name = String::from_utf8_lossy(&cmd[0]).to_ascii_uppercase();
-        assert!(
-            !name.contains("SLIDEWIN"),
-            "the command itself was replicated"
-        );
-        if name != "ZADD" {
-            continue;
-        }
+    for cmd in replicated_zadds(&replica) {
         let key = keys
             .iter()
             .position(|k| k.as_bytes() == cmd[1].as_slice())
@@ -267,15 +275,7 @@ fn history_mcheck_cost(flavor: Flavor) {
     // The effects: (score, member) per key, from the replica's AOF.
     let mut entries: Vec<HashMap<Vec<u8>, i64>> = vec![HashMap::new(); RULES.len()];
     let mut zadds = 0;
-    for cmd in aof_commands(&replica.dir) {
-        let name = String::from_utf8_lossy(&cmd[0]).to_ascii_uppercase();
-        assert!(
-            !name.contains("SLIDEWIN"),
-            "the command itself was replicated"
-        );
-        if name != "ZADD" {
-            continue;
-        }
+    for cmd in replicated_zadds(&replica) {
         zadds += 1;
         let key = RULES
             .iter()
