@@ -206,13 +206,8 @@ fn raw_args(
 
 /// Gives the server the metadata of an already created command.
 pub fn set_command_info(ctx: &Context, doc: &CommandDoc) -> Result<(), StoreError> {
-    let get_command = api!(RedisModule_GetCommand)?;
     let set_info = api!(RedisModule_SetCommandInfo)?;
-    // SAFETY: live load-time context and a NUL-terminated command name.
-    let command = unsafe { get_command(ctx.ctx, doc.name.as_ptr()) };
-    if command.is_null() {
-        return Err(StoreError::Failed("looking up the command"));
-    }
+    let command = crate::ffi::get_command(ctx, doc.name)?;
     let version = raw::RedisModuleCommandInfoVersion {
         version: 1,
         sizeof_historyentry: size_of::<raw::RedisModuleCommandHistoryEntry>(),

@@ -305,3 +305,82 @@ pub fn register_info(ctx: &Context, write: fn(&mut InfoWriter)) {
         unsafe { register(ctx.ctx, Some(info_callback)) };
     }
 }
+
+/// A command handler as the server calls it.
+pub type CommandFn =
+    extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
+
+/// Turns `fn(&Context, Vec<RedisString>) -> RedisResult` into a [`CommandFn`]
+/// that decodes the arguments and sends the reply.
+macro_rules! command_fn {
+    ($handler:path) => {{
+        extern "C" fn handler(
+            ctx: *mut redis_module::raw::RedisModuleCtx,
+            argv: *mut *mut redis_module::raw::RedisModuleString,
+            argc: std::os::raw::c_int,
+        ) -> std::os::raw::c_int {
+            let context = redis_module::Context::new(ctx);
+            let args = redis_module::decode_args(ctx, argv, argc);
+            context.reply($handler(&context, args)) as std::os::raw::c_int
+        }
+        handler as $crate::ffi::CommandFn
+    }};
+}
+pub(crate) use command_fn;
+
+/// Creates a command (at load time) with its flags and legacy key triple.
+pub fn create_command(
+    ctx: &Context,
+    name: &CStr,
+    handler: CommandFn,
+    flags: &CStr,
+    keys: (c_int, c_int, c_int),
+) -> Result<(), StoreError> {
+    let create = api!(RedisModule_CreateCommand)?;
+    // SAFETY: the load-time context, NUL-terminated name and flags (copied
+    // by the server) and a handler of the type the server calls.
+    let created = unsafe {
+        create(
+            ctx.ctx,
+            name.as_ptr(),
+            Some(handler),
+            flags.as_ptr(),
+            keys.0,
+            keys.1,
+            keys.2,
+        )
+    };
+    status(created, "creating a command")
+}
+
+/// Gives a created command its ACL categories where the server lets modules
+/// do so (not Redis 7.0: there it is a no-op, and `Ok(false)`).
+pub fn set_acl_categories(
+    ctx: &Context,
+    name: &CStr,
+    categories: &CStr,
+) -> Result<bool, StoreError> {
+    let Ok(set) = api!(RedisModule_SetCommandACLCategories) else {
+        return Ok(false);
+    };
+    let command = get_command(ctx, name)?;
+    // SAFETY: a command handle from GetCommand and a NUL-terminated list of
+    // category names, copied by the server.
+    status(
+        unsafe { set(command, categories.as_ptr()) },
+        "setting ACL categories",
+    )?;
+    Ok(true)
+}
+
+/// The handle of a command this module created.
+pub fn get_command(ctx: &Context, name: &CStr) -> Result<*mut raw::RedisModuleCommand, StoreError> {
+    let get = api!(RedisModule_GetCommand)?;
+    // SAFETY: the load-time context and a NUL-terminated command name.
+    let command = unsafe { get(ctx.ctx, name.as_ptr()) };
+    if command.is_null() {
+        Err(StoreError::Failed("looking up the command"))
+    } else {
+        Ok(command)
+    }
+}

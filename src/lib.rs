@@ -12,13 +12,16 @@
 //! - `zset_log`: the sorted-set log and the replication of its effects;
 //! - `commands`: thin command wrappers;
 //! - `command_info`: COMMAND INFO / DOCS metadata;
+//! - `command_table`: the one table of commands (registration, flags, ACL
+//!   categories, docs);
 //! - `config`: the `slidewin.*` configuration;
 //! - `stats`: INFO counters;
-//! - this file: the one registration table.
+//! - this file: module load (arguments, configuration, INFO, commands).
 
 pub mod args;
 pub mod clock;
 pub mod command_info;
+pub mod command_table;
 pub mod commands;
 pub mod config;
 pub mod ffi;
@@ -41,8 +44,8 @@ type ModuleAlloc = std::alloc::System;
 #[cfg(test)]
 const MODULE_ALLOC: ModuleAlloc = std::alloc::System;
 
-/// Runs once the commands exist: checks the load arguments, registers the
-/// configuration, the INFO section and the COMMAND DOCS metadata.
+/// Runs at load: checks the load arguments, registers the configuration,
+/// the INFO sections and every command of the command table.
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // Keys are signalled as modified (WATCH, client-side caching) only when
     // a call really changed them, not on every close of a key opened for
@@ -61,22 +64,9 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     };
     config::register(ctx, &values);
     stats::register(ctx);
-    // MCHECK's keys are only known to the server through its key spec, so
-    // without the metadata cluster routing and ACLs would be wrong: a
-    // failure refuses the load.
-    for doc in [
-        &command_info::CHECK,
-        &command_info::PEEK,
-        &command_info::MCHECK,
-        &command_info::UNDO,
-    ] {
-        if let Err(e) = command_info::set_command_info(ctx, doc) {
-            ctx.log_warning(&format!(
-                "slidewin: cannot set the command info of {}: {e}; module not loaded",
-                doc.name.to_string_lossy()
-            ));
-            return Status::Err;
-        }
+    if let Err(e) = command_table::register(ctx) {
+        ctx.log_warning(&format!("slidewin: {e}; module not loaded"));
+        return Status::Err;
     }
     Status::Ok
 }
@@ -87,18 +77,4 @@ redis_module! {
     allocator: (ModuleAlloc, MODULE_ALLOC),
     data_types: [],
     init: init,
-    commands: [
-        // name, handler, flags, first key, last key, key step,
-        // mandatory ACL categories (none: Redis 7.0 has no API for them),
-        // optional ACL categories (set where the server supports them; as
-        // for Redis's own commands, what is not `fast` is `slow`).
-        ["slidewin.check", commands::check, "write deny-oom", 1, 1, 1, "", "write sortedset slow"],
-        // Not `fast`: PEEK steps over the expired entries a CHECK would have
-        // trimmed, O(M) in them (like ZRANGEBYSCORE, which is @slow too).
-        ["slidewin.peek", commands::peek, "readonly", 1, 1, 1, "", "read sortedset slow"],
-        // MCHECK's keys (every third argument after numrules) are reported
-        // by the command itself (getkeys-api) and declared by its key spec.
-        ["slidewin.mcheck", commands::mcheck, "write deny-oom getkeys-api", 0, 0, 0, "", "write sortedset slow"],
-        ["slidewin.undo", commands::undo, "write fast", 1, 1, 1, "", "write sortedset fast"],
-    ],
 }

@@ -1,0 +1,132 @@
+//! The one command table: every command slidewin declares, with all the
+//! server is told about it. Registration, flags, the legacy key triple, ACL
+//! categories and COMMAND INFO/DOCS (arity, key specs, arguments) all derive
+//! from [`COMMANDS`]; nothing else lists the commands.
+
+use std::ffi::CStr;
+use std::os::raw::c_int;
+
+use redis_module::Context;
+
+use crate::command_info::{self, CommandDoc};
+use crate::commands;
+use crate::ffi::{self, command_fn, CommandFn, StoreError};
+
+/// One command.
+pub struct CommandSpec {
+    /// Name, arity, key specs, arguments and texts for COMMAND DOCS.
+    pub doc: &'static CommandDoc,
+    pub handler: CommandFn,
+    /// Command flags, as `RedisModule_CreateCommand` takes them.
+    pub flags: &'static CStr,
+    /// The legacy (first, last, step) key triple; (0, 0, 0) when the command
+    /// answers key-position requests itself (`getkeys-api`).
+    pub keys: (c_int, c_int, c_int),
+    /// ACL categories, set where the server lets modules do so (Redis 7.0
+    /// has no API for it). As for Redis's own commands, what is not `fast`
+    /// is `slow`.
+    pub acl_categories: &'static CStr,
+}
+
+pub const COMMANDS: [CommandSpec; 4] = [
+    CommandSpec {
+        doc: &command_info::CHECK,
+        handler: command_fn!(commands::check),
+        flags: c"write deny-oom",
+        keys: (1, 1, 1),
+        acl_categories: c"write sortedset slow",
+    },
+    CommandSpec {
+        // Not `fast`: PEEK steps over the expired entries a CHECK would have
+        // trimmed, O(M) in them (like ZRANGEBYSCORE, which is @slow too).
+        doc: &command_info::PEEK,
+        handler: command_fn!(commands::peek),
+        flags: c"readonly",
+        keys: (1, 1, 1),
+        acl_categories: c"read sortedset slow",
+    },
+    CommandSpec {
+        // MCHECK's keys (every third argument after numrules) are reported by
+        // the command itself and declared by its key spec.
+        doc: &command_info::MCHECK,
+        handler: command_fn!(commands::mcheck),
+        flags: c"write deny-oom getkeys-api",
+        keys: (0, 0, 0),
+        acl_categories: c"write sortedset slow",
+    },
+    CommandSpec {
+        doc: &command_info::UNDO,
+        handler: command_fn!(commands::undo),
+        flags: c"write fast",
+        keys: (1, 1, 1),
+        acl_categories: c"write sortedset fast",
+    },
+];
+
+/// Creates every command with its flags, ACL categories and COMMAND DOCS
+/// metadata. MCHECK's keys are only known to the server through its key
+/// spec and its key-position answer, so any failure refuses the load.
+pub fn register(ctx: &Context) -> Result<(), String> {
+    for c in &COMMANDS {
+        let name = c.doc.name;
+        let fail = |what: &str, e: StoreError| format!("{what} {}: {e}", name.to_string_lossy());
+        ffi::create_command(ctx, name, c.handler, c.flags, c.keys)
+            .map_err(|e| fail("cannot create", e))?;
+        ffi::set_acl_categories(ctx, name, c.acl_categories)
+            .map_err(|e| fail("cannot set the ACL categories of", e))?;
+        command_info::set_command_info(ctx, c.doc)
+            .map_err(|e| fail("cannot set the command info of", e))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command_info::Keys;
+
+    #[test]
+    fn every_command_is_declared_once_with_docs_and_keys() {
+        let names: Vec<&CStr> = COMMANDS.iter().map(|c| c.doc.name).collect();
+        assert_eq!(
+            names,
+            [
+                c"slidewin.check",
+                c"slidewin.peek",
+                c"slidewin.mcheck",
+                c"slidewin.undo"
+            ]
+        );
+        for c in &COMMANDS {
+            let name = c.doc.name.to_string_lossy();
+            assert!(!c.doc.summary.is_empty(), "{name}: summary");
+            assert!(!c.doc.complexity.is_empty(), "{name}: complexity");
+            assert!(!c.doc.args.is_empty(), "{name}: arguments");
+            // Variadic commands: a negative arity, at least the name + key.
+            assert!(c.doc.arity <= -3, "{name}: arity {}", c.doc.arity);
+            let flags = c.flags.to_string_lossy();
+            // The legacy key triple agrees with the key spec.
+            match c.doc.keys {
+                Keys::First => assert_eq!(c.keys, (1, 1, 1), "{name}"),
+                Keys::Counted { .. } => {
+                    assert_eq!(c.keys, (0, 0, 0), "{name}");
+                    assert!(flags.contains("getkeys-api"), "{name}: {flags}");
+                }
+            }
+            // Read or write, and the matching category.
+            let cats = c.acl_categories.to_string_lossy();
+            let writes = flags.split(' ').any(|f| f == "write");
+            assert_eq!(writes, !flags.split(' ').any(|f| f == "readonly"), "{name}");
+            assert!(
+                cats.starts_with(if writes { "write " } else { "read " }),
+                "{name}: {cats}"
+            );
+            // fast commands are @fast, the others @slow.
+            let fast = flags.split(' ').any(|f| f == "fast");
+            assert!(
+                cats.ends_with(if fast { " fast" } else { " slow" }),
+                "{name}: {cats}"
+            );
+        }
+    }
+}
