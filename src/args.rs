@@ -119,6 +119,26 @@ impl Request {
 /// The largest `numrules` of SLIDEWIN.MCHECK.
 pub const MAX_RULES: i64 = 64;
 
+/// MCHECK's layout, the one statement of it: argv[1] is `numrules`, then
+/// each rule is `key limit window_ms`, so the keys are argv[2], argv[5], ...
+/// The parser, the key-position answer and the key spec all use it.
+pub const MCHECK_FIRST_KEY: usize = 2;
+/// Arguments per MCHECK rule.
+pub const MCHECK_RULE_ARGS: usize = 3;
+
+/// The argv positions of MCHECK's keys, as far as `argv` (of `argc`
+/// arguments, numrules at argv[1]) has them; none when numrules is invalid.
+pub fn mcheck_key_positions(numrules: Option<&[u8]>, argc: usize) -> impl Iterator<Item = usize> {
+    let rules = numrules
+        .and_then(parse_i64)
+        .filter(|n| (1..=MAX_RULES).contains(n))
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(0);
+    (0..rules)
+        .map(|i| MCHECK_FIRST_KEY + MCHECK_RULE_ARGS * i)
+        .take_while(move |&p| p < argc)
+}
+
 /// One rule of SLIDEWIN.MCHECK: the key is argument `key_arg` of the
 /// command (counted from the command name), judged with `limit`/`window_ms`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -397,3 +397,41 @@ fn argument_vectors_reach_both_outcomes() {
     );
     assert!(err >= 400, "{err} of 4000 refused");
 }
+
+/// The parser's rule keys, the key-position answer and the key spec's start
+/// and step are one layout.
+#[test]
+fn mcheck_key_layout_is_one() {
+    let argv: Vec<&[u8]> = [
+        "slidewin.mcheck",
+        "3",
+        "a",
+        "5",
+        "60000",
+        "b",
+        "1",
+        "60000",
+        "c",
+        "10",
+        "86400000",
+        "DETAIL",
+    ]
+    .iter()
+    .map(|a| a.as_bytes())
+    .collect();
+    let parsed = parse_multi(argv[1..].iter().copied(), Bounds::default()).expect("valid");
+    let from_parser: Vec<usize> = parsed.rules.iter().map(|r| r.key_arg).collect();
+    let reported: Vec<usize> = mcheck_key_positions(Some(argv[1]), argv.len()).collect();
+    assert_eq!(from_parser, [2, 5, 8]);
+    assert_eq!(reported, from_parser);
+    assert_eq!(reported[0], MCHECK_FIRST_KEY);
+    assert!(reported.windows(2).all(|w| w[1] - w[0] == MCHECK_RULE_ARGS));
+    // Invalid or truncated: only the positions argv has, none for a bad count.
+    assert_eq!(
+        mcheck_key_positions(Some(b"3"), 6).collect::<Vec<_>>(),
+        [2, 5]
+    );
+    assert_eq!(mcheck_key_positions(Some(b"0"), 12).count(), 0);
+    assert_eq!(mcheck_key_positions(Some(b"x"), 12).count(), 0);
+    assert_eq!(mcheck_key_positions(None, 1).count(), 0);
+}

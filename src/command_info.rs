@@ -145,7 +145,10 @@ fn key_spec(keys: &Keys, flags: u32) -> raw::RedisModuleCommandKeySpec {
     };
     let (pos, flags) = match keys {
         Keys::First => (1, flags),
-        Keys::Counted { .. } => (2, flags | raw::REDISMODULE_CMD_KEY_INCOMPLETE),
+        Keys::Counted { .. } => (
+            crate::args::MCHECK_FIRST_KEY as c_int,
+            flags | raw::REDISMODULE_CMD_KEY_INCOMPLETE,
+        ),
     };
     raw::RedisModuleCommandKeySpec {
         notes: ptr::null(),
@@ -272,7 +275,9 @@ pub const MCHECK: CommandDoc = CommandDoc {
     key_flags: raw::REDISMODULE_CMD_KEY_RW
         | raw::REDISMODULE_CMD_KEY_ACCESS
         | raw::REDISMODULE_CMD_KEY_UPDATE,
-    keys: Keys::Counted { step: 3 },
+    keys: Keys::Counted {
+        step: crate::args::MCHECK_RULE_ARGS as c_int,
+    },
     args: &[
         required(
             c"numrules",

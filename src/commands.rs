@@ -110,13 +110,7 @@ fn run(ctx: &Context, argv: &[RedisString], command: Command) -> RedisResult {
 /// Answers a key-position request (COMMAND GETKEYS, cluster routing, ACL
 /// key checks) for MCHECK: its keys are argv[2], argv[5], ... one per rule.
 fn report_multi_keys(ctx: &Context, argv: &[RedisString]) -> RedisResult {
-    let rules = argv
-        .get(1)
-        .and_then(|n| args::parse_i64(n.as_slice()))
-        .filter(|n| (1..=args::MAX_RULES).contains(n))
-        .and_then(|n| usize::try_from(n).ok())
-        .unwrap_or(0);
-    for pos in (0..rules).map(|i| 2 + 3 * i).filter(|&p| p < argv.len()) {
+    for pos in args::mcheck_key_positions(argv.get(1).map(|n| n.as_slice()), argv.len()) {
         crate::ffi::key_at_pos(ctx, argv.len(), pos)?;
     }
     Ok(RedisValue::NoReply)
