@@ -102,9 +102,47 @@ impl RawString for ModuleString<'_> {
 pub struct Propagate<'a> {
     ctx: &'a Context,
     command: &'static CStr,
-    argv: Vec<*mut raw::RedisModuleString>,
-    owned: Vec<ModuleString<'a>>,
+    argv: Argv,
+    /// Strings the builder made; at most two in every command slidewin
+    /// propagates, so they live inline (no allocation on the hot path).
+    owned: [Option<ModuleString<'a>>; 2],
+    more_owned: Vec<ModuleString<'a>>,
     _borrowed: PhantomData<&'a ()>,
+}
+
+/// The argument pointers: inline up to `INLINE`, on the heap beyond (COST n
+/// with a large n).
+struct Argv {
+    inline: [*mut raw::RedisModuleString; Argv::INLINE],
+    len: usize,
+    heap: Vec<*mut raw::RedisModuleString>,
+}
+
+impl Argv {
+    const INLINE: usize = 8;
+
+    fn push(&mut self, p: *mut raw::RedisModuleString) {
+        if self.heap.is_empty() && self.len < Self::INLINE {
+            if let Some(slot) = self.inline.get_mut(self.len) {
+                *slot = p;
+                self.len += 1;
+                return;
+            }
+        }
+        if self.heap.is_empty() {
+            self.heap.extend(self.inline.iter().take(self.len).copied());
+        }
+        self.heap.push(p);
+    }
+
+    /// The pointers, contiguous.
+    fn as_mut_slice(&mut self) -> &mut [*mut raw::RedisModuleString] {
+        if self.heap.is_empty() {
+            self.inline.get_mut(..self.len).unwrap_or(&mut [])
+        } else {
+            &mut self.heap
+        }
+    }
 }
 
 impl<'a> Propagate<'a> {
@@ -112,8 +150,13 @@ impl<'a> Propagate<'a> {
         Propagate {
             ctx,
             command,
-            argv: Vec::new(),
-            owned: Vec::new(),
+            argv: Argv {
+                inline: [std::ptr::null_mut(); Argv::INLINE],
+                len: 0,
+                heap: Vec::new(),
+            },
+            owned: [None, None],
+            more_owned: Vec::new(),
             _borrowed: PhantomData,
         }
     }
@@ -131,42 +174,51 @@ impl<'a> Propagate<'a> {
 
     /// Live strings, as they are.
     pub fn strings<S: RawString + 'a>(mut self, ss: impl IntoIterator<Item = &'a S>) -> Self {
-        self.argv.extend(ss.into_iter().map(RawString::raw));
+        for s in ss {
+            self.argv.push(s.raw());
+        }
+        self
+    }
+
+    /// A string the builder made: pushed, and kept alive until after send.
+    fn own(mut self, s: ModuleString<'a>) -> Self {
+        self.argv.push(s.as_ptr());
+        match self.owned.iter_mut().find(|slot| slot.is_none()) {
+            Some(slot) => *slot = Some(s),
+            None => self.more_owned.push(s),
+        }
         self
     }
 
     /// An integer, in decimal.
-    pub fn int(mut self, v: i64) -> Result<Self, StoreError> {
+    pub fn int(self, v: i64) -> Result<Self, StoreError> {
         let s = ModuleString::from_i64(self.ctx, v)?;
-        self.argv.push(s.as_ptr());
-        self.owned.push(s);
-        Ok(self)
+        Ok(self.own(s))
     }
 
     /// A fixed word such as `-inf`.
-    pub fn word(mut self, w: &'static CStr) -> Result<Self, StoreError> {
+    pub fn word(self, w: &'static CStr) -> Result<Self, StoreError> {
         let s = ModuleString::from_bytes(self.ctx, w.to_bytes())?;
-        self.argv.push(s.as_ptr());
-        self.owned.push(s);
-        Ok(self)
+        Ok(self.own(s))
     }
 
     /// Propagates the command (wrapped with the call's other effects in
     /// MULTI/EXEC by the server).
     pub fn send(mut self) -> Result<(), StoreError> {
         let replicate = api!(RedisModule_Replicate)?;
+        let argv = self.argv.as_mut_slice();
         // SAFETY: the live command context; "v" is followed by a pointer to
-        // `argv.len()` strings and that length. Every pointer is a live
-        // string: borrowed for `'a` or owned by `self.owned`, both alive
-        // until after this call; the server takes its own references.
+        // `argv.len()` contiguous strings and that length. Every pointer is a
+        // live string: borrowed for `'a` or owned by `self`, both alive until
+        // after this call; the server takes its own references.
         status(
             unsafe {
                 replicate(
                     self.ctx.ctx,
                     self.command.as_ptr(),
                     c"v".as_ptr(),
-                    self.argv.as_mut_ptr(),
-                    self.argv.len(),
+                    argv.as_mut_ptr(),
+                    argv.len(),
                 )
             },
             "replicating",
@@ -382,5 +434,30 @@ pub fn get_command(ctx: &Context, name: &CStr) -> Result<*mut raw::RedisModuleCo
         Err(StoreError::Failed("looking up the command"))
     } else {
         Ok(command)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argv_stays_in_order_inline_and_beyond() {
+        for n in [0usize, 1, 7, 8, 9, 20] {
+            let mut argv = Argv {
+                inline: [std::ptr::null_mut(); Argv::INLINE],
+                len: 0,
+                heap: Vec::new(),
+            };
+            // Distinct fake addresses, never dereferenced.
+            let want: Vec<*mut raw::RedisModuleString> = (1..=n)
+                .map(|i| (i * 8) as *mut raw::RedisModuleString)
+                .collect();
+            for &p in &want {
+                argv.push(p);
+            }
+            assert_eq!(argv.as_mut_slice(), &want[..], "{n} arguments");
+            assert_eq!(argv.heap.is_empty(), n <= Argv::INLINE, "{n} arguments");
+        }
     }
 }
