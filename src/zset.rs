@@ -15,8 +15,7 @@ use std::ptr::NonNull;
 
 use redis_module::{raw, Context, RedisString};
 
-pub use crate::ffi::StoreError;
-use crate::ffi::{api, status as ok_status, RawString};
+use crate::ffi::{api, status as ok_status, RawString, StoreError};
 
 /// A module string this code created and must free.
 pub struct ModuleString<'c> {

@@ -55,15 +55,11 @@ impl Flavor {
     /// `SLIDEWIN_SERVER_REDIS_8_2`), else what `scripts/server-path.sh`
     /// finds. A missing server fails the test with the command that fixes it.
     pub fn binary(self) -> PathBuf {
-        static PATHS: OnceLock<std::sync::Mutex<Vec<(Flavor, PathBuf)>>> = OnceLock::new();
-        let paths = PATHS.get_or_init(Default::default);
-        let mut paths = paths.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, p)) = paths.iter().find(|(f, _)| *f == self) {
-            return p.clone();
-        }
-        let p = find_server(self);
-        paths.push((self, p.clone()));
-        p
+        // One lookup per server and test process.
+        static PATHS: [OnceLock<PathBuf>; 4] = [const { OnceLock::new() }; 4];
+        PATHS[self as usize]
+            .get_or_init(|| find_server(self))
+            .clone()
     }
 }
 
