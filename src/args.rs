@@ -3,6 +3,7 @@
 //! ```text
 //! SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL] [WITHMEMBERS]
 //! SLIDEWIN.PEEK  key limit window_ms [COST count]
+//! SLIDEWIN.MCHECK numrules key limit window_ms [key limit window_ms ...] [COST count] [DETAIL] [WITHMEMBERS]
 //! ```
 //!
 //! Integers are parsed the way Redis parses them (`string2ll`): an optional
@@ -12,6 +13,8 @@
 //! naming the argument and its valid range, before anything is changed.
 
 use std::fmt;
+
+use crate::window::{KeyedRule, Rule, Want};
 
 /// Default of `slidewin.max-limit`: the largest `limit` and `count`.
 pub const DEFAULT_MAX_LIMIT: i64 = 100_000;
@@ -88,32 +91,32 @@ fn parse_options<'a>(
     Ok(o)
 }
 
-/// The validated arguments that follow the key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Request {
-    /// At most this many entries in any trailing window.
-    pub limit: u64,
-    /// The window length in milliseconds.
-    pub window_ms: i64,
-    /// Entries this call needs (and adds when allowed); 1 unless `COST`.
-    pub cost: u64,
-    /// Reply with the five-field detail array instead of 1/0.
+/// How a command replies: reply options, which the decision never sees
+/// (it is only told what to compute, [`Want`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reply {
+    /// Reply with the detail array instead of 1/0.
     pub detail: bool,
     /// Also reply with the members added (implies the detail reply).
     pub with_members: bool,
 }
 
-impl Request {
-    /// A plain `limit window_ms` request: cost 1, no detail.
-    pub fn new(limit: u64, window_ms: i64) -> Self {
-        Request {
-            limit,
-            window_ms,
-            cost: 1,
-            detail: false,
-            with_members: false,
+impl Reply {
+    /// What the decision must compute for this reply.
+    pub fn want(&self) -> Want {
+        Want {
+            detail: self.detail,
+            members: self.with_members,
         }
     }
+}
+
+/// The validated arguments that follow the key: the rule (limit, window,
+/// cost) and the reply options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    pub rule: Rule,
+    pub reply: Reply,
 }
 
 /// The largest `numrules` of SLIDEWIN.MCHECK.
@@ -139,23 +142,14 @@ pub fn mcheck_key_positions(numrules: Option<&[u8]>, argc: usize) -> impl Iterat
         .take_while(move |&p| p < argc)
 }
 
-/// One rule of SLIDEWIN.MCHECK: the key is argument `key_arg` of the
-/// command (counted from the command name), judged with `limit`/`window_ms`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rule {
-    pub key_arg: usize,
-    pub limit: u64,
-    pub window_ms: i64,
-}
-
 /// The validated arguments of
-/// `SLIDEWIN.MCHECK numrules key limit window_ms [...] [COST count] [DETAIL] [WITHMEMBERS]`.
+/// `SLIDEWIN.MCHECK numrules key limit window_ms [...] [COST count] [DETAIL] [WITHMEMBERS]`:
+/// each rule's `key` is the key's argument, counted from the command name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MultiRequest {
-    pub rules: Vec<Rule>,
+    pub rules: Vec<KeyedRule>,
     pub cost: u64,
-    pub detail: bool,
-    pub with_members: bool,
+    pub reply: Reply,
 }
 
 /// Why an argument vector was refused. `Display` gives the exact reply text.
@@ -285,12 +279,16 @@ pub fn parse<'a>(
     let (limit, window_ms) = limit_and_window(limit, window, bounds)?;
     let o = parse_options(&mut args, command == Command::Check, bounds)?;
     Ok(Request {
-        limit,
-        window_ms,
-        cost: o.cost,
-        // PEEK always replies in detail; WITHMEMBERS extends the detail reply.
-        detail: o.detail || o.with_members || command == Command::Peek,
-        with_members: o.with_members,
+        rule: Rule {
+            limit,
+            window_ms,
+            cost: o.cost,
+        },
+        reply: Reply {
+            // PEEK always replies in detail; WITHMEMBERS extends the detail reply.
+            detail: o.detail || o.with_members || command == Command::Peek,
+            with_members: o.with_members,
+        },
     })
 }
 
@@ -316,8 +314,8 @@ pub fn parse_multi<'a>(
             return Err(ArgError::NumRules);
         };
         let (limit, window_ms) = limit_and_window(limit, window, bounds)?;
-        rules.push(Rule {
-            key_arg,
+        rules.push(KeyedRule {
+            key: key_arg,
             limit,
             window_ms,
         });
@@ -326,8 +324,10 @@ pub fn parse_multi<'a>(
     Ok(MultiRequest {
         rules,
         cost: o.cost,
-        detail: o.detail || o.with_members,
-        with_members: o.with_members,
+        reply: Reply {
+            detail: o.detail || o.with_members,
+            with_members: o.with_members,
+        },
     })
 }
 

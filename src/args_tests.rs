@@ -92,11 +92,15 @@ fn valid_requests() {
     ];
     for (command, args, (limit, window_ms, cost, detail)) in cases {
         let expected = Request {
-            limit: *limit,
-            window_ms: *window_ms,
-            cost: *cost,
-            detail: *detail,
-            with_members: false,
+            rule: Rule {
+                limit: *limit,
+                window_ms: *window_ms,
+                cost: *cost,
+            },
+            reply: Reply {
+                detail: *detail,
+                with_members: false,
+            },
         };
         assert_eq!(
             parse_strs(*command, args),
@@ -200,19 +204,22 @@ fn multi_requests() {
     assert_eq!(
         r.rules,
         vec![
-            Rule {
-                key_arg: 2,
+            KeyedRule {
+                key: 2,
                 limit: 5,
                 window_ms: 60_000
             },
-            Rule {
-                key_arg: 5,
+            KeyedRule {
+                key: 5,
                 limit: 1,
                 window_ms: 60_000
             },
         ]
     );
-    assert_eq!((r.cost, r.detail, r.with_members), (2, true, true));
+    assert_eq!(
+        (r.cost, r.reply.detail, r.reply.with_members),
+        (2, true, true)
+    );
     assert_eq!(p(&["1", "k", "1", "1"]).unwrap().rules.len(), 1);
     let cases: &[(&[&str], ArgError)] = &[
         (&[], ArgError::WrongArity),
@@ -312,19 +319,19 @@ proptest! {
         };
         // Accepted: the values are the ones given, in range.
         let int = |i: usize| parse_i64(&args[i]);
-        prop_assert_eq!(Some(r.limit as i64), int(0));
-        prop_assert_eq!(Some(r.window_ms), int(1));
-        prop_assert!(r.limit >= 1 && r.limit <= 100_000);
-        prop_assert!(r.window_ms >= 1 && r.window_ms <= DEFAULT_MAX_WINDOW_MS);
+        prop_assert_eq!(Some(r.rule.limit as i64), int(0));
+        prop_assert_eq!(Some(r.rule.window_ms), int(1));
+        prop_assert!(r.rule.limit >= 1 && r.rule.limit <= 100_000);
+        prop_assert!(r.rule.window_ms >= 1 && r.rule.window_ms <= DEFAULT_MAX_WINDOW_MS);
         let word = |w: &str| args[2..].iter().any(|a| a.eq_ignore_ascii_case(w.as_bytes()));
         let cost = args[2..]
             .iter()
             .rposition(|a| a.eq_ignore_ascii_case(b"COST"))
             .map_or(Some(1), |i| int(2 + i + 1));
-        prop_assert_eq!(Some(r.cost as i64), cost);
-        prop_assert!(r.cost >= 1 && r.cost <= 100_000);
-        prop_assert_eq!(r.detail, peek || word("DETAIL") || word("WITHMEMBERS"));
-        prop_assert_eq!(r.with_members, !peek && word("WITHMEMBERS"));
+        prop_assert_eq!(Some(r.rule.cost as i64), cost);
+        prop_assert!(r.rule.cost >= 1 && r.rule.cost <= 100_000);
+        prop_assert_eq!(r.reply.detail, peek || word("DETAIL") || word("WITHMEMBERS"));
+        prop_assert_eq!(r.reply.with_members, !peek && word("WITHMEMBERS"));
     }
 }
 
@@ -384,8 +391,8 @@ fn argument_vectors_reach_both_outcomes() {
         ) {
             Ok(r) => {
                 ok += 1;
-                with_cost += usize::from(r.cost > 1);
-                with_detail += usize::from(r.detail);
+                with_cost += usize::from(r.rule.cost > 1);
+                with_detail += usize::from(r.reply.detail);
             }
             Err(_) => err += 1,
         }
@@ -420,7 +427,7 @@ fn mcheck_key_layout_is_one() {
     .map(|a| a.as_bytes())
     .collect();
     let parsed = parse_multi(argv[1..].iter().copied(), Bounds::default()).expect("valid");
-    let from_parser: Vec<usize> = parsed.rules.iter().map(|r| r.key_arg).collect();
+    let from_parser: Vec<usize> = parsed.rules.iter().map(|r| r.key).collect();
     let reported: Vec<usize> = mcheck_key_positions(Some(argv[1]), argv.len()).collect();
     assert_eq!(from_parser, [2, 5, 8]);
     assert_eq!(reported, from_parser);

@@ -5,8 +5,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use crate::args::{self, ArgError, Command, Request};
-use crate::window::{self, Detail, MultiRule, Verdict};
+use crate::args::{self, ArgError, Command, Reply};
+use crate::window::{self, Detail, KeyedRule, Verdict};
 use crate::zset_log::ZsetLog;
 use crate::{clock, config, stats};
 
@@ -60,11 +60,11 @@ fn members(ids: &[i64]) -> RedisValue {
 
 /// The reply for a verdict: `1`/`0`, or the five-field DETAIL array, plus
 /// the members added with WITHMEMBERS.
-fn reply(request: &Request, verdict: &Verdict) -> RedisValue {
+fn reply(options: Reply, limit: u64, verdict: &Verdict) -> RedisValue {
     match &verdict.detail {
-        Some(d) if request.detail => {
-            let mut fields = five(verdict.allowed, request.limit, d);
-            if request.with_members {
+        Some(d) if options.detail => {
+            let mut fields = five(verdict.allowed, limit, d);
+            if options.with_members {
                 fields.push(members(&verdict.members));
             }
             RedisValue::Array(fields)
@@ -82,18 +82,18 @@ fn execute(ctx: &Context, argv: &[RedisString], command: Command) -> RedisResult
     let verdict = match command {
         Command::Check => {
             let mut log = ZsetLog::open_write(ctx, key)?;
-            let verdict = window::check(&mut log, now, &request)?;
+            let verdict = window::check(&mut log, now, &request.rule, request.reply.want())?;
             stats::record_check(verdict.allowed, verdict.added);
             verdict
         }
         Command::Peek => {
             let mut log = ZsetLog::open_read(ctx, key)?;
-            let verdict = window::peek(&mut log, now, &request)?;
+            let verdict = window::peek(&mut log, now, &request.rule)?;
             stats::record_peek();
             verdict
         }
     };
-    Ok(reply(&request, &verdict))
+    Ok(reply(request.reply, request.rule.limit, &verdict))
 }
 
 fn counted(result: RedisResult) -> RedisResult {
@@ -125,7 +125,7 @@ fn execute_multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
     let mut keys: Vec<&RedisString> = Vec::new();
     let mut rules = Vec::with_capacity(request.rules.len());
     for r in &request.rules {
-        let key = argv.get(r.key_arg).ok_or(RedisError::WrongArity)?;
+        let key = argv.get(r.key).ok_or(RedisError::WrongArity)?;
         let log = match keys.iter().position(|k| k.as_slice() == key.as_slice()) {
             Some(i) => i,
             None => {
@@ -133,11 +133,7 @@ fn execute_multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
                 keys.len() - 1
             }
         };
-        rules.push(MultiRule {
-            log,
-            limit: r.limit,
-            window_ms: r.window_ms,
-        });
+        rules.push(KeyedRule { key: log, ..*r });
     }
     let now = server_now()?;
     // Every key is opened and type-checked before anything changes.
@@ -145,9 +141,10 @@ fn execute_multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
         .iter()
         .map(|k| ZsetLog::open_write(ctx, k))
         .collect::<Result<Vec<_>, _>>()?;
-    let v = window::mcheck(&mut logs, &rules, now, request.cost, request.detail)?;
+    let want = request.reply.want();
+    let v = window::mcheck(&mut logs, &rules, now, request.cost, want)?;
     stats::record_check(v.allowed, v.members.len() as u64 * logs.len() as u64);
-    if !request.detail {
+    if !request.reply.detail {
         return Ok(RedisValue::Integer(i64::from(v.allowed)));
     }
     let mut fields = vec![
@@ -157,7 +154,7 @@ fn execute_multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
     for (rule, (ok, d)) in rules.iter().zip(&v.rules) {
         fields.push(RedisValue::Array(five(*ok, rule.limit, d)));
     }
-    if request.with_members {
+    if request.reply.with_members {
         fields.push(members(&v.members));
     }
     Ok(RedisValue::Array(fields))

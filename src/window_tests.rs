@@ -2,24 +2,67 @@
 use super::*;
 use proptest::prelude::*;
 
-fn req(limit: u64, window_ms: i64) -> Request {
-    Request::new(limit, window_ms)
+/// A rule and what the call wants computed, as one test request.
+#[derive(Debug, Clone, Copy)]
+struct Req {
+    rule: Rule,
+    want: Want,
 }
 
-fn detailed(limit: u64, window_ms: i64, cost: u64) -> Request {
-    Request {
-        limit,
-        window_ms,
-        cost,
-        detail: true,
-        with_members: false,
+impl std::ops::Deref for Req {
+    type Target = Rule;
+    fn deref(&self) -> &Rule {
+        &self.rule
     }
 }
 
-fn unwrap<T>(r: Result<T, std::convert::Infallible>) -> T {
+fn req(limit: u64, window_ms: i64) -> Req {
+    Req {
+        rule: Rule::new(limit, window_ms),
+        want: Want::default(),
+    }
+}
+
+fn detailed(limit: u64, window_ms: i64, cost: u64) -> Req {
+    Req {
+        rule: Rule {
+            limit,
+            window_ms,
+            cost,
+        },
+        want: Want {
+            detail: true,
+            members: false,
+        },
+    }
+}
+
+fn check(log: &mut MemoryLog, now_ms: i64, r: &Req) -> Result<Verdict, NoFreeMember> {
+    super::check(log, now_ms, &r.rule, r.want)
+}
+
+fn peek(log: &mut MemoryLog, now_ms: i64, r: &Req) -> Result<Verdict, NoFreeMember> {
+    super::peek(log, now_ms, &r.rule)
+}
+
+fn mcheck(
+    logs: &mut [MemoryLog],
+    rules: &[KeyedRule],
+    now_ms: i64,
+    cost: u64,
+    detail: bool,
+) -> Result<MultiVerdict, NoFreeMember> {
+    let want = Want {
+        detail,
+        members: true,
+    };
+    super::mcheck(logs, rules, now_ms, cost, want)
+}
+
+fn unwrap<T>(r: Result<T, NoFreeMember>) -> T {
     match r {
         Ok(v) => v,
-        Err(never) => match never {},
+        Err(e) => panic!("{e:?}"),
     }
 }
 
@@ -209,13 +252,13 @@ fn extreme_values_saturate_instead_of_overflowing() {
 
 /// The naive model: accept at `t` when fewer than `limit - cost + 1`
 /// accepted units are scored after `t - window`.
-fn model_allows(accepted: &[i64], t: i64, r: &Request) -> bool {
+fn model_allows(accepted: &[i64], t: i64, r: &Rule) -> bool {
     let in_window = accepted.iter().filter(|&&s| s > t - r.window_ms).count() as u64;
     in_window + r.cost <= r.limit
 }
 
 /// The naive retry: the smallest wait after which the model allows.
-fn model_retry(accepted: &[i64], t: i64, r: &Request) -> i64 {
+fn model_retry(accepted: &[i64], t: i64, r: &Rule) -> i64 {
     if r.cost > r.limit {
         return -1;
     }
@@ -224,9 +267,9 @@ fn model_retry(accepted: &[i64], t: i64, r: &Request) -> i64 {
         .unwrap_or(i64::MAX)
 }
 
-fn rule(log: usize, limit: u64, window_ms: i64) -> MultiRule {
-    MultiRule {
-        log,
+fn rule(log: usize, limit: u64, window_ms: i64) -> KeyedRule {
+    KeyedRule {
+        key: log,
         limit,
         window_ms,
     }
@@ -491,21 +534,21 @@ proptest! {
         rules in proptest::collection::vec((0usize..3, 1u64..6, 1i64..300), 1..5),
         steps in proptest::collection::vec((0i64..80, 1u64..3), 1..60),
     ) {
-        let rules: Vec<MultiRule> = rules.into_iter().map(|(l, lim, w)| rule(l, lim, w)).collect();
+        let rules: Vec<KeyedRule> = rules.into_iter().map(|(l, lim, w)| rule(l, lim, w)).collect();
         let mut logs = vec![MemoryLog::default(), MemoryLog::default(), MemoryLog::default()];
         let mut accepted: Vec<Vec<i64>> = vec![Vec::new(); 3];
         let mut now = 10_000i64;
         for (step, cost) in steps {
             now += step;
             let expected = rules.iter().all(|r| {
-                let n = accepted[r.log].iter().filter(|&&s| s > now - r.window_ms).count() as u64;
+                let n = accepted[r.key].iter().filter(|&&s| s > now - r.window_ms).count() as u64;
                 n + cost <= r.limit
             });
             let v = unwrap(mcheck(&mut logs, &rules, now, cost, true));
             prop_assert_eq!(v.allowed, expected);
             prop_assert_eq!(v.rules.len(), rules.len());
             if expected {
-                let used: std::collections::BTreeSet<usize> = rules.iter().map(|r| r.log).collect();
+                let used: std::collections::BTreeSet<usize> = rules.iter().map(|r| r.key).collect();
                 for l in used {
                     accepted[l].extend(std::iter::repeat_n(now, cost as usize));
                 }
@@ -514,13 +557,13 @@ proptest! {
                 prop_assert!(v.retry_after_ms == -1 || v.retry_after_ms >= 1);
             }
             for (r, (ok, d)) in rules.iter().zip(&v.rules) {
-                let n = accepted[r.log].iter().filter(|&&s| s > now - r.window_ms).count() as u64;
+                let n = accepted[r.key].iter().filter(|&&s| s > now - r.window_ms).count() as u64;
                 prop_assert_eq!(d.remaining, r.limit.saturating_sub(n));
                 prop_assert!(*ok || !expected);
             }
             // Every log holds what some rule on it still needs.
             for (l, log) in logs.iter().enumerate() {
-                if let Some(w) = rules.iter().filter(|r| r.log == l).map(|r| r.window_ms).max() {
+                if let Some(w) = rules.iter().filter(|r| r.key == l).map(|r| r.window_ms).max() {
                     let mut have: Vec<i64> = log.scores.iter().map(|&s| s as i64).collect();
                     have.sort_unstable();
                     let want: Vec<i64> = accepted[l].iter().copied().filter(|&s| s > now - w).collect();

@@ -15,8 +15,7 @@ use std::os::raw::c_int;
 use redis_module::{raw, Context, RedisString};
 
 use crate::ffi::{Propagate, StoreError};
-use crate::member;
-use crate::window::WindowLog;
+use crate::window::{NoFreeMember, WindowLog};
 use crate::zset::{Key, KeyKind, ModuleString, ScoreRange};
 
 /// The sliding-window log stored in one sorted-set key.
@@ -30,14 +29,31 @@ pub struct ZsetLog<'c> {
     /// denial that trimmed nothing does not abort other clients' WATCH; the
     /// key is signalled here, once, when it really changed.
     modified: bool,
+    /// The entries added since the last `expire_at`, replicated as one
+    /// `ZADD` by it: the score and the first member inline (cost 1, the
+    /// common case, allocates no vector), the others after them.
+    added: Option<(i64, ModuleString<'c>)>,
+    added_more: Vec<ModuleString<'c>>,
 }
 
 impl Drop for ZsetLog<'_> {
     fn drop(&mut self) {
+        // Adds whose call failed before its expiry are still data on this
+        // node: replicate them, or a replica would miss them.
+        if self.added.is_some() {
+            // Nothing is left to report an error to.
+            let _ = self.replicate_added();
+        }
         if !self.modified {
             return;
         }
         crate::ffi::signal_modified(self.ctx, self.name);
+    }
+}
+
+impl From<NoFreeMember> for StoreError {
+    fn from(_: NoFreeMember) -> Self {
+        StoreError::Failed("finding a free member")
     }
 }
 
@@ -59,6 +75,8 @@ impl<'c> ZsetLog<'c> {
             name,
             key: Some(key),
             modified: false,
+            added: None,
+            added_more: Vec::new(),
         })
     }
 
@@ -74,6 +92,8 @@ impl<'c> ZsetLog<'c> {
             name,
             key,
             modified: false,
+            added: None,
+            added_more: Vec::new(),
         })
     }
 
@@ -119,18 +139,18 @@ impl<'c> ZsetLog<'c> {
             .ok_or(StoreError::Failed("writing a read-only key"))
     }
 
-    /// Propagates `ZADD key now m1 [now m2 ...]` for the members just added
-    /// (the strings themselves, no new formatting) and fires `zadd`.
-    fn replicate_zadd(
-        &self,
-        now_ms: i64,
-        first: &ModuleString<'_>,
-        more: &[ModuleString<'_>],
-    ) -> Result<(), StoreError> {
+    /// Propagates `ZADD key now m1 [now m2 ...]` for the members added
+    /// since the last call (the strings themselves, no new formatting) and
+    /// fires `zadd`; nothing when none was added.
+    fn replicate_added(&mut self) -> Result<(), StoreError> {
+        let Some((now_ms, first)) = self.added.take() else {
+            return Ok(());
+        };
+        let more = std::mem::take(&mut self.added_more);
         // One score string for every pair.
         let score = ModuleString::from_i64(self.ctx, now_ms)?;
         let mut zadd = Propagate::new(self.ctx, c"ZADD").key(self.name);
-        for m in std::iter::once(first).chain(more) {
+        for m in std::iter::once(&first).chain(&more) {
             zadd = zadd.string(&score).string(m);
         }
         zadd.send()?;
@@ -254,41 +274,6 @@ impl WindowLog for ZsetLog<'_> {
         range.current_score(ctx)
     }
 
-    fn append(
-        &mut self,
-        now_ms: i64,
-        count: u64,
-        mut added: Option<&mut Vec<i64>>,
-    ) -> Result<(), StoreError> {
-        let ctx = self.ctx;
-        let key = self.writable()?;
-        let score = now_ms as f64;
-        // Among len + 1 consecutive ids at least one is free, so the search
-        // for a free member ends; it almost always ends on the first try.
-        let attempts = key.cardinality()?.saturating_add(count);
-        let mut add_one = || -> Result<ModuleString, StoreError> {
-            let mut id = member::fresh(now_ms);
-            for _ in 0..attempts {
-                let m = ModuleString::from_i64(ctx, id)?;
-                if key.add_nx(score, &m)? {
-                    if let Some(added) = added.as_deref_mut() {
-                        added.push(id);
-                    }
-                    return Ok(m);
-                }
-                id = member::next(id);
-            }
-            Err(StoreError::Failed("finding a free member"))
-        };
-        // Cost 1, the common case, needs no vector.
-        let first = add_one()?;
-        let mut more: Vec<ModuleString> = Vec::new();
-        for _ in 1..count {
-            more.push(add_one()?);
-        }
-        self.replicate_zadd(now_ms, &first, &more)
-    }
-
     fn has_member(&mut self, id: i64) -> Result<bool, StoreError> {
         let ctx = self.ctx;
         let Some(key) = self.existing()? else {
@@ -298,24 +283,24 @@ impl WindowLog for ZsetLog<'_> {
         Ok(key.score(&m)?.is_some())
     }
 
-    fn append_members(&mut self, now_ms: i64, ids: &[i64]) -> Result<(), StoreError> {
+    fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, StoreError> {
         let ctx = self.ctx;
         let key = self.writable()?;
-        let mut strings = Vec::with_capacity(ids.len());
-        for &id in ids {
-            let m = ModuleString::from_i64(ctx, id)?;
-            if !key.add_nx(now_ms as f64, &m)? {
-                return Err(StoreError::Failed("adding a member known to be free"));
-            }
-            strings.push(m);
+        let m = ModuleString::from_i64(ctx, id)?;
+        if !key.add_nx(now_ms as f64, &m)? {
+            return Ok(false);
         }
-        match strings.split_first() {
-            Some((first, more)) => self.replicate_zadd(now_ms, first, more),
-            None => Ok(()),
+        match &self.added {
+            None => self.added = Some((now_ms, m)),
+            // Every add of one call has the same score.
+            Some((at, _)) if *at == now_ms => self.added_more.push(m),
+            Some(_) => return Err(StoreError::Failed("adding at two times in one call")),
         }
+        Ok(true)
     }
 
     fn expire_at(&mut self, at_ms: i64) -> Result<(), StoreError> {
+        self.replicate_added()?;
         let ctx = self.ctx;
         self.writable()?.set_abs_expire(at_ms)?;
         Propagate::new(ctx, c"PEXPIREAT")
