@@ -15,7 +15,7 @@ DOCKER_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
 # The classic builder: this project's machines have no buildx.
 DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
-.PHONY: help deps build test unit lint fmt run bench bench-smoke cluster cluster-stop docker docker-run test-docker clean
+.PHONY: help deps build fault-module test unit lint fmt run bench bench-smoke cluster cluster-stop docker docker-run test-docker clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -28,7 +28,10 @@ build: deps ## Build target/release/libslidewin.so
 	cargo build --release
 	@echo "built $(MODULE)"
 
-test: build ## Unit tests, then the integration suite on Redis 7.0 and 8.2, Valkey 8.1 and 9.1
+fault-module: deps ## Build the test-only fault-injection module (target/fault-injection/libslidewin.so)
+	cargo build --profile fault-injection --features fault-injection
+
+test: build fault-module ## Unit tests, then the integration suite on Redis 7.0 and 8.2, Valkey 8.1 and 9.1
 	cargo test --release
 
 unit: ## Unit and property tests only (no server needed)

@@ -63,18 +63,30 @@ pub const COMMANDS: [CommandSpec; 4] = [
     },
 ];
 
+/// Test-only commands of the fault-injection build (see Cargo.toml).
+#[cfg(feature = "fault-injection")]
+pub const FAULT_COMMANDS: [CommandSpec; 1] = [CommandSpec {
+    doc: &command_info::DEBUG_PANIC,
+    handler: command_fn!(commands::debug_panic),
+    flags: c"readonly",
+    keys: (1, 1, 1),
+    acl_categories: c"read sortedset slow",
+}];
+#[cfg(not(feature = "fault-injection"))]
+pub const FAULT_COMMANDS: [CommandSpec; 0] = [];
+
 /// Creates every command with its flags, ACL categories and COMMAND DOCS
 /// metadata. MCHECK's keys are only known to the server through its key
 /// spec and its key-position answer, so any failure refuses the load.
 pub fn register(ctx: &Context) -> Result<(), String> {
-    for c in &COMMANDS {
+    for c in COMMANDS.iter().chain(&FAULT_COMMANDS) {
         let name = c.doc.name;
         let fail = |what: &str, e: StoreError| format!("{what} {}: {e}", name.to_string_lossy());
         ffi::create_command(ctx, name, c.handler, c.flags, c.keys)
             .map_err(|e| fail("cannot create", e))?;
         ffi::set_acl_categories(ctx, name, c.acl_categories)
             .map_err(|e| fail("cannot set the ACL categories of", e))?;
-        command_info::set_command_info(ctx, c.doc)
+        ffi::command_info::set_command_info(ctx, c.doc)
             .map_err(|e| fail("cannot set the command info of", e))?;
     }
     Ok(())
@@ -97,13 +109,17 @@ mod tests {
                 c"slidewin.undo"
             ]
         );
-        for c in &COMMANDS {
+        for c in COMMANDS.iter().chain(&FAULT_COMMANDS) {
             let name = c.doc.name.to_string_lossy();
             assert!(!c.doc.summary.is_empty(), "{name}: summary");
             assert!(!c.doc.complexity.is_empty(), "{name}: complexity");
             assert!(!c.doc.args.is_empty(), "{name}: arguments");
-            // Variadic commands: a negative arity, at least the name + key.
-            assert!(c.doc.arity <= -3, "{name}: arity {}", c.doc.arity);
+            // At least the name and a key: variadic (negative) or exactly 2.
+            assert!(
+                c.doc.arity <= -3 || c.doc.arity == 2,
+                "{name}: arity {}",
+                c.doc.arity
+            );
             let flags = c.flags.to_string_lossy();
             // The legacy key triple agrees with the key spec.
             match c.doc.keys {

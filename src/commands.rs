@@ -209,3 +209,14 @@ pub fn undo(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
 pub fn peek(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
     run(ctx, &argv, Command::Peek)
 }
+
+/// `SLIDEWIN.DEBUG-PANIC key` (fault-injection build only): panics with a
+/// message holding `%` conversions, which must reach the server log as text.
+#[cfg(feature = "fault-injection")]
+pub fn debug_panic(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
+    let _ = ctx;
+    counted(guarded(|| {
+        let key = argv.get(1).map(|k| k.to_string_lossy()).unwrap_or_default();
+        panic!("fault injection on {key}: %s%s%n")
+    }))
+}

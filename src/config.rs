@@ -112,7 +112,11 @@ pub fn register(ctx: &Context, values: &[(Setting, i64)]) {
         setting.variable().store(value, Ordering::Relaxed);
     }
     if !crate::ffi::has_module_config() {
-        ctx.log_warning("slidewin: this server has no module configuration; CONFIG SET slidewin.* is unavailable");
+        crate::ffi::log(
+            Some(ctx),
+            c"warning",
+            "slidewin: this server has no module configuration; CONFIG SET slidewin.* is unavailable",
+        );
         return;
     }
     for &(setting, value) in values {

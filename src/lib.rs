@@ -47,6 +47,7 @@ const MODULE_ALLOC: ModuleAlloc = std::alloc::System;
 /// Runs at load: checks the load arguments, registers the configuration,
 /// the INFO sections and every command of the command table.
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    ffi::install_panic_hook();
     // Keys are signalled as modified (WATCH, client-side caching) only when
     // a call really changed them, not on every close of a key opened for
     // writing: a denied CHECK that trimmed nothing changes nothing.
@@ -58,14 +59,22 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let values = match config::parse_load_args(&raw_args) {
         Ok(values) => values,
         Err(e) => {
-            ctx.log_warning(&format!("slidewin: {e}; module not loaded"));
+            ffi::log(
+                Some(ctx),
+                c"warning",
+                &format!("slidewin: {e}; module not loaded"),
+            );
             return Status::Err;
         }
     };
     config::register(ctx, &values);
     stats::register(ctx);
     if let Err(e) = command_table::register(ctx) {
-        ctx.log_warning(&format!("slidewin: {e}; module not loaded"));
+        ffi::log(
+            Some(ctx),
+            c"warning",
+            &format!("slidewin: {e}; module not loaded"),
+        );
         return Status::Err;
     }
     Status::Ok

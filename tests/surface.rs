@@ -652,6 +652,12 @@ fn bad_load_arguments(flavor: Flavor) {
             &["max-window-ms"][..],
             "module argument max-window-ms needs a value",
         ),
+        // Logged as text: with the message as the log's format string, the
+        // conversions read arguments that are not there and crash the server.
+        (
+            &["max-limit", "%s%s%s%s%s%s%s%s%n"][..],
+            "got '%s%s%s%s%s%s%s%s%n'",
+        ),
     ] {
         let log = Options::new(flavor)
             .module_args(args)

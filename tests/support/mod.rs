@@ -95,15 +95,28 @@ pub fn module_path() -> PathBuf {
         assert!(p.is_file(), "SLIDEWIN_MODULE={p:?} is not a file");
         return p;
     }
+    built_module("target/release/libslidewin.so", "make build")
+}
+
+/// The fault-injection build of the module (`make fault-module`, which
+/// `make test` runs): the release module plus SLIDEWIN.DEBUG-PANIC.
+pub fn fault_module_path() -> PathBuf {
+    built_module("target/fault-injection/libslidewin.so", "make fault-module")
+}
+
+/// A module cargo built at `relative`, refused when missing or older than
+/// its sources (`how` says how to build it).
+fn built_module(relative: &str, how: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let p = root.join("target/release/libslidewin.so");
+    let p = root.join(relative);
     assert!(
         p.is_file(),
-        "module not built at {p:?}: run `make build` (cargo test does not build the cdylib)"
+        "module not built at {p:?}: run `{how}` (or `make test`, which builds first; \
+         cargo test does not build the cdylib)"
     );
     if let Some(newer) = newer_source(&p, root) {
         panic!(
-            "{p:?} is older than {newer:?}: run `make build` (or `make test`, which builds first); \
+            "{p:?} is older than {newer:?}: run `{how}` (or `make test`, which builds first); \
              cargo test does not rebuild the cdylib"
         );
     }
@@ -150,6 +163,8 @@ pub struct Options {
     pub flavor: Flavor,
     pub module: bool,
     pub module_args: Vec<String>,
+    /// Load this module file instead of the release module.
+    pub module_file: Option<PathBuf>,
     pub extra: Vec<String>,
     /// Reuse this directory (for restarts); a fresh temp dir otherwise.
     pub dir: Option<PathBuf>,
@@ -161,6 +176,7 @@ impl Options {
             flavor,
             module: true,
             module_args: Vec::new(),
+            module_file: None,
             extra: Vec::new(),
             dir: None,
         }
@@ -174,6 +190,12 @@ impl Options {
     pub fn arg(mut self, name: &str, value: &str) -> Self {
         self.extra.push(format!("--{name}"));
         self.extra.push(value.to_string());
+        self
+    }
+
+    /// Loads `path` instead of the release module (local servers only).
+    pub fn module_file(mut self, path: PathBuf) -> Self {
+        self.module_file = Some(path);
         self
     }
 
@@ -321,7 +343,8 @@ impl Server {
         .collect();
         if opts.module {
             args.push("--loadmodule".into());
-            args.push(module_path().to_string_lossy().into_owned());
+            let module = opts.module_file.clone().unwrap_or_else(module_path);
+            args.push(module.to_string_lossy().into_owned());
             args.extend(opts.module_args.iter().cloned());
         }
         args.extend(opts.extra.iter().cloned());
@@ -367,6 +390,10 @@ impl Server {
         );
         // The image runs as its non-root user: let it write the temp dir.
         let _ = std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o777));
+        assert!(
+            opts.module_file.is_none(),
+            "Options::module_file runs on local servers only"
+        );
         let module = module_path();
         let mut cmd = Command::new("docker");
         cmd.args(["run", "--name", name, "--network", "host"])

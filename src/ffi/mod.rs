@@ -1,10 +1,11 @@
-//! The layer between slidewin and the server's module API: looking up a
-//! function pointer (never unwrapped), checking a status, the error type of
-//! raw calls, and the typed replication builder [`Propagate`].
-//!
-//! This is the first part of the one FFI layer; the sorted-set wrapper
-//! (`zset.rs`) and a few registration calls still make their own raw calls
-//! through [`api!`].
+//! The one layer between slidewin and the server's module API: looking up
+//! a function pointer (never unwrapped), checking a status, the error type
+//! of raw calls, the typed replication builder [`Propagate`], the clock,
+//! capability checks, keyspace notifications, signal-modified, key
+//! positions, module options and configuration, INFO, command creation and
+//! ACL categories, the server log and the panic hook; `command_info.rs`
+//! hands COMMAND DOCS metadata to the server. Only this layer and the
+//! sorted-set wrapper (`zset.rs`) hold `unsafe`.
 
 use std::ffi::CStr;
 use std::fmt;
@@ -14,6 +15,8 @@ use std::os::raw::c_int;
 use redis_module::{raw, Context, RedisError, RedisString};
 
 use crate::zset::ModuleString;
+
+pub mod command_info;
 
 /// Looks up a module API function pointer, turning a null one into an error.
 macro_rules! api {
@@ -435,6 +438,64 @@ pub fn get_command(ctx: &Context, name: &CStr) -> Result<*mut raw::RedisModuleCo
     } else {
         Ok(command)
     }
+}
+
+/// Writes `message` to the server log at `level` (`c"warning"`,
+/// `c"notice"`...), on behalf of the module when `ctx` is given. The text is
+/// passed as an argument of a `"%s"` format, never as the format itself (a
+/// `%` in a load argument or a panic message must not be read as a
+/// conversion); NUL bytes, which C strings cannot hold, become `\0`.
+pub fn log(ctx: Option<&Context>, level: &CStr, message: &str) {
+    let Ok(log) = api!(RedisModule_Log) else {
+        return;
+    };
+    let text = match std::ffi::CString::new(message) {
+        Ok(text) => text,
+        Err(_) => match std::ffi::CString::new(message.replace('\0', "\\0")) {
+            Ok(text) => text,
+            Err(_) => return,
+        },
+    };
+    let ctx = ctx.map_or(std::ptr::null_mut(), |c| c.ctx);
+    // SAFETY: `ctx` is null (allowed: the server logs without a module
+    // name) or the live context of the current call; `level`, the format
+    // and `text` are NUL-terminated strings alive for the call, and the
+    // format consumes exactly the one `char *` argument given.
+    unsafe { log(ctx, level.as_ptr(), c"%s".as_ptr(), text.as_ptr()) };
+}
+
+/// Sends every panic's message and location to the server log, then to
+/// the hook that was installed before (Rust's default prints to stderr,
+/// which a daemonized server discards). A panic inside a command is caught
+/// and answered with an error reply that points at this log line. The hook
+/// belongs to this module's own copy of the Rust runtime (each cdylib has
+/// one), so it never sees another module's panics; installed once even if
+/// the module is loaded again.
+pub fn install_panic_hook() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(install_panic_hook_now);
+}
+
+fn install_panic_hook_now() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let what = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("(no message)");
+        let place = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        log(
+            None,
+            c"warning",
+            &format!("slidewin: internal error (a bug; please report it): panic{place}: {what}"),
+        );
+        previous(info);
+    }));
 }
 
 #[cfg(test)]

@@ -1,0 +1,151 @@
+//! `RedisModule_SetCommandInfo`: the server's view of a [`CommandDoc`].
+//! The server copies everything it is handed, so the raw structures built
+//! here only need to live for the call.
+
+use std::ffi::CStr;
+use std::mem::size_of;
+use std::os::raw::c_int;
+use std::ptr;
+
+use redis_module::{raw, Context};
+
+use crate::command_info::{ArgDoc, CommandDoc, Keys};
+use crate::ffi::{api, StoreError};
+
+fn zeroed_arg() -> raw::RedisModuleCommandArg {
+    raw::RedisModuleCommandArg {
+        name: ptr::null(),
+        type_: 0,
+        key_spec_index: -1,
+        token: ptr::null(),
+        summary: ptr::null(),
+        since: ptr::null(),
+        flags: 0,
+        deprecated_since: ptr::null(),
+        subargs: ptr::null_mut(),
+        display_text: ptr::null(),
+    }
+}
+
+fn key_spec(keys: &Keys, flags: u32) -> raw::RedisModuleCommandKeySpec {
+    let (find_keys_type, fk) = match keys {
+        Keys::First => (
+            raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+            raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+                range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+                    lastkey: 0,
+                    keystep: 1,
+                    limit: 0,
+                },
+            },
+        ),
+        // From argv[2], every `step`-th argument. The servers read a keynum
+        // spec's count as a number of *arguments*, not of rules, so the spec
+        // is a range marked INCOMPLETE (options follow the rules) and the
+        // exact keys come from the command's getkeys-api answer.
+        Keys::Counted { step } => (
+            raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+            raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+                range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+                    lastkey: -1,
+                    keystep: *step,
+                    limit: 0,
+                },
+            },
+        ),
+    };
+    let (pos, flags) = match keys {
+        Keys::First => (1, flags),
+        Keys::Counted { .. } => (
+            crate::args::MCHECK_FIRST_KEY as c_int,
+            flags | raw::REDISMODULE_CMD_KEY_INCOMPLETE,
+        ),
+    };
+    raw::RedisModuleCommandKeySpec {
+        notes: ptr::null(),
+        flags: u64::from(flags),
+        begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
+        bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
+            index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos },
+        },
+        find_keys_type,
+        fk,
+    }
+}
+
+fn zeroed_key_spec() -> raw::RedisModuleCommandKeySpec {
+    let mut spec = key_spec(&Keys::First, 0);
+    spec.begin_search_type = 0;
+    spec.find_keys_type = 0;
+    spec
+}
+
+/// The server's view of `args`, zero-terminated; nested blocks are kept
+/// alive in `keep` until the server has copied them.
+fn raw_args(
+    args: &[ArgDoc],
+    keep: &mut Vec<Vec<raw::RedisModuleCommandArg>>,
+) -> *mut raw::RedisModuleCommandArg {
+    let mut out: Vec<raw::RedisModuleCommandArg> = args
+        .iter()
+        .map(|a| {
+            let mut flags = 0;
+            if a.optional {
+                flags |= raw::REDISMODULE_CMD_ARG_OPTIONAL;
+            }
+            if a.multiple {
+                flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE;
+            }
+            raw::RedisModuleCommandArg {
+                name: a.name.as_ptr(),
+                type_: a.kind,
+                key_spec_index: a.key_spec.unwrap_or(-1),
+                token: a.token.map_or(ptr::null(), CStr::as_ptr),
+                flags: flags as c_int,
+                subargs: if a.subargs.is_empty() {
+                    ptr::null_mut()
+                } else {
+                    raw_args(a.subargs, keep)
+                },
+                ..zeroed_arg()
+            }
+        })
+        .collect();
+    out.push(zeroed_arg());
+    let p = out.as_mut_ptr();
+    // Moving the Vec into `keep` does not move its heap buffer.
+    keep.push(out);
+    p
+}
+
+/// Gives the server the metadata of an already created command.
+pub fn set_command_info(ctx: &Context, doc: &CommandDoc) -> Result<(), StoreError> {
+    let set_info = api!(RedisModule_SetCommandInfo)?;
+    let command = super::get_command(ctx, doc.name)?;
+    let version = raw::RedisModuleCommandInfoVersion {
+        version: 1,
+        sizeof_historyentry: size_of::<raw::RedisModuleCommandHistoryEntry>(),
+        sizeof_keyspec: size_of::<raw::RedisModuleCommandKeySpec>(),
+        sizeof_arg: size_of::<raw::RedisModuleCommandArg>(),
+    };
+    // Both arrays end with a zeroed terminator, as the API requires.
+    let mut key_specs = [key_spec(&doc.keys, doc.key_flags), zeroed_key_spec()];
+    let mut keep = Vec::new();
+    let args = raw_args(doc.args, &mut keep);
+    let mut info = raw::RedisModuleCommandInfo {
+        version: &version,
+        summary: doc.summary.as_ptr(),
+        complexity: doc.complexity.as_ptr(),
+        since: doc.since.as_ptr(),
+        history: ptr::null_mut(),
+        tips: ptr::null(),
+        arity: doc.arity,
+        key_specs: key_specs.as_mut_ptr(),
+        args,
+    };
+    // SAFETY: every pointer in `info` refers to data alive until this call
+    // returns (the server copies what it keeps), both arrays are terminated
+    // by a zeroed element, and `command` came from GetCommand above.
+    let status = unsafe { set_info(command, ptr::addr_of_mut!(info)) };
+    super::status(status, "setting the command info")
+}
