@@ -90,18 +90,25 @@ def server_binary(kind):
 
 
 class Server:
-    def __init__(self, kind):
+    """One server with the module (and redis-cell when given) loaded.
+    `extra` adds server arguments; `wrapper` runs the server under a tool
+    (valgrind); `timeout` is how long it may take to answer."""
+
+    def __init__(self, kind, cell=None, extra=(), wrapper=(), timeout=15):
         if not os.path.isfile(MODULE):
             sys.exit(f"module not built at {MODULE}: run `make build`")
         self.dir = tempfile.mkdtemp(prefix="slidewin-bench-")
         self.port = free_port()
+        args = [server_binary(kind), "--port", str(self.port), "--bind", "127.0.0.1",
+                "--dir", self.dir, "--save", "", "--appendonly", "no",
+                "--logfile", "server.log", "--loadmodule", MODULE]
+        if cell:
+            args += ["--loadmodule", os.path.abspath(cell)]
         self.proc = subprocess.Popen(
-            [server_binary(kind), "--port", str(self.port), "--bind", "127.0.0.1",
-             "--dir", self.dir, "--save", "", "--appendonly", "no",
-             "--logfile", "server.log", "--loadmodule", MODULE],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            list(wrapper) + args + list(extra),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.dir)
         self.r = redis.Redis(port=self.port, decode_responses=True)
-        deadline = time.time() + 15
+        deadline = time.time() + timeout
         while True:
             try:
                 self.r.ping()

@@ -518,6 +518,52 @@ fn hash_tags(flavor: Flavor) {
 /// before the reply was used) must survive on the promoted replica; plain
 /// acknowledged decisions may be lost if the master died before replicating
 /// them, and how many is reported.
+/// The port of the replica of the master at `master`.
+fn replica_of(cluster: &Cluster, master: u16) -> u16 {
+    cluster
+        .ports()
+        .into_iter()
+        .find(|&p| {
+            let role: Vec<Value> = redis::cmd("ROLE").query(&mut cluster.conn(p)).unwrap();
+            redis::from_redis_value::<String>(&role[0]).unwrap() == "slave"
+                && redis::from_redis_value::<u16>(&role[2]).ok() == Some(master)
+        })
+        .expect("the master's replica")
+}
+
+/// Acknowledged 1s per key, and the same counts as of the last WAIT that
+/// confirmed a replica had everything before it.
+type Counts = (HashMap<String, i64>, HashMap<String, i64>);
+
+/// Checks `keys` in turn on `c`, a WAIT 1 after every second call, until
+/// the connection fails (the master is killed).
+fn load_with_waits(mut c: Connection, keys: Vec<String>) -> std::thread::JoinHandle<Counts> {
+    std::thread::spawn(move || {
+        let mut acked: HashMap<String, i64> = HashMap::new();
+        let mut durable: HashMap<String, i64> = HashMap::new();
+        for i in 0..200_000usize {
+            let key = &keys[i % keys.len()];
+            let Ok(r) = redis::cmd("SLIDEWIN.CHECK")
+                .arg(key)
+                .arg(100_000)
+                .arg(600_000)
+                .query::<i64>(&mut c)
+            else {
+                break;
+            };
+            *acked.entry(key.clone()).or_default() += r;
+            if i % 2 == 1 {
+                match redis::cmd("WAIT").arg(1).arg(1000).query::<i64>(&mut c) {
+                    Ok(n) if n >= 1 => durable = acked.clone(),
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+        }
+        (acked, durable)
+    })
+}
+
 fn failover(flavor: Flavor) {
     let cluster = Cluster::start(flavor, 1500);
     let mut any = cluster.conn(cluster.base);
@@ -530,46 +576,8 @@ fn failover(flavor: Flavor) {
         .take(20)
         .collect();
     assert_eq!(keys.len(), 20);
-    let replica = cluster
-        .ports()
-        .into_iter()
-        .find(|&p| {
-            let role: Vec<Value> = redis::cmd("ROLE").query(&mut cluster.conn(p)).unwrap();
-            redis::from_redis_value::<String>(&role[0]).unwrap() == "slave"
-                && redis::from_redis_value::<u16>(&role[2]).ok() == Some(victim)
-        })
-        .expect("the victim's replica");
-
-    let load = {
-        let keys = keys.clone();
-        let mut c = cluster.conn(victim);
-        std::thread::spawn(move || {
-            // Acknowledged 1s per key, and the same counts as of the last
-            // WAIT that confirmed a replica had everything before it.
-            let mut acked: HashMap<String, i64> = HashMap::new();
-            let mut durable: HashMap<String, i64> = HashMap::new();
-            for i in 0..200_000usize {
-                let key = &keys[i % keys.len()];
-                let Ok(r) = redis::cmd("SLIDEWIN.CHECK")
-                    .arg(key)
-                    .arg(100_000)
-                    .arg(600_000)
-                    .query::<i64>(&mut c)
-                else {
-                    break;
-                };
-                *acked.entry(key.clone()).or_default() += r;
-                if i % 2 == 1 {
-                    match redis::cmd("WAIT").arg(1).arg(1000).query::<i64>(&mut c) {
-                        Ok(n) if n >= 1 => durable = acked.clone(),
-                        Ok(_) => {}
-                        Err(_) => break,
-                    }
-                }
-            }
-            (acked, durable)
-        })
-    };
+    let replica = replica_of(&cluster, victim);
+    let load = load_with_waits(cluster.conn(victim), keys.clone());
     std::thread::sleep(Duration::from_millis(500));
     // SIGKILL: no shutdown, nothing flushed to the replica.
     let _ = Command::new("kill")

@@ -21,7 +21,8 @@ on_every_server! {
     info_counters => info_counters;
     config_from_load_arguments_and_at_runtime => config_load_and_runtime;
     bad_load_arguments_refuse_the_module => bad_load_arguments;
-    command_info_and_docs => command_info_docs;
+    command_info_gives_arity_flags_and_key_specs => command_info_docs;
+    command_docs_describe_every_argument => command_docs;
     acl_categories_where_supported => acl_categories;
     acl_dryrun_and_key_permissions => acl_dryrun;
     resp3_detail_is_the_same_array => resp3_detail;
@@ -735,6 +736,11 @@ fn command_info_docs(flavor: Flavor) {
             key_flags.iter().map(|s| s.to_string()).collect::<Vec<_>>()
         );
     }
+}
+
+fn command_docs(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
     let docs: Value = redis::cmd("COMMAND")
         .arg("DOCS")
         .arg("slidewin.check")

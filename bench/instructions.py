@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Instructions per call, counted by callgrind: repeatable where timings are not.
+
+Runs one server under `valgrind --tool=callgrind --toggle-collect=call`, so
+only the instructions executed inside the server's `call()` are counted:
+the command itself and the propagation of its effects, the same span INFO
+commandstats times. For each workload it zeroes the counters, sends the
+calls (pipelined), dumps, and divides. Networking and parsing are left out,
+which is fair to the floor (two commands, ZADD and PEXPIREAT, for one of
+ours).
+
+Workloads, each on fresh keys, every call allowed:
+- CHECK: SLIDEWIN.CHECK k 5 60000, five calls per key (the SMS shape);
+- floor: ZADD k <now> <member> + PEXPIREAT k <at>: the same effects;
+- COST 5 and its floor: ZADD k with five members + PEXPIREAT;
+- CL.THROTTLE (redis-cell), when --cell gives the module.
+
+Usage: bench/instructions.py [--server redis-7.0|...] [--keys 400] [--cell libredis_cell.so]
+"""
+
+import argparse
+import glob
+import os
+import re
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import SERVERS, Server  # noqa: E402
+
+
+def totals(path):
+    """The instruction total of one callgrind dump."""
+    with open(path) as f:
+        for line in f:
+            if line.startswith(("totals:", "summary:")):
+                return int(line.split()[1])
+    sys.exit(f"no totals in {path}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--server", choices=SERVERS, default="redis-7.0")
+    ap.add_argument("--keys", type=int, default=400)
+    ap.add_argument("--cell", help="path of redis-cell's module (libredis_cell.so)")
+    ap.add_argument("--out", help="append the table (markdown) to this file")
+    opts = ap.parse_args()
+
+    wrapper = ["valgrind", "--tool=callgrind", "--toggle-collect=call",
+               "--callgrind-out-file=callgrind.out.%p", "--dump-instr=no"]
+    srv = Server(opts.server, cell=opts.cell, wrapper=wrapper, timeout=120)
+    pid = srv.proc.pid
+    rows = []
+    try:
+        def measure(name, calls, per_call):
+            """Runs calls(pipe) for every key; returns instructions per call."""
+            subprocess.run(["callgrind_control", "--zero", str(pid)], check=True, capture_output=True)
+            pipe = srv.r.pipeline(transaction=False)
+            for k in range(opts.keys):
+                calls(pipe, f"{name}:{k}")
+                if k % 50 == 49:
+                    pipe.execute()
+            pipe.execute()
+            before = set(glob.glob(os.path.join(srv.dir, "callgrind.out.*")))
+            subprocess.run(["callgrind_control", "--dump=" + name, str(pid)], check=True, capture_output=True)
+            deadline = time.time() + 60
+            while True:
+                new = set(glob.glob(os.path.join(srv.dir, "callgrind.out.*"))) - before
+                if new:
+                    time.sleep(0.5)
+                    break
+                if time.time() > deadline:
+                    sys.exit("callgrind did not dump")
+                time.sleep(0.1)
+            ir = totals(max(new, key=os.path.getmtime))
+            return ir / (opts.keys * per_call)
+
+        def now_ms():
+            s, us = srv.r.time()
+            return s * 1000 + us // 1000
+
+        def check(pipe, key):
+            for _ in range(5):
+                pipe.execute_command("SLIDEWIN.CHECK", key, 5, 60000)
+
+        def floor(pipe, key):
+            t = now_ms()
+            for i in range(1, 6):
+                pipe.execute_command("ZADD", key, t, i)
+                pipe.execute_command("PEXPIREAT", key, t + 60000)
+
+        def check_cost(pipe, key):
+            pipe.execute_command("SLIDEWIN.CHECK", key, 50, 60000, "COST", 5)
+
+        def floor_cost(pipe, key):
+            t = now_ms()
+            pipe.execute_command("ZADD", key, t, 1, t, 2, t, 3, t, 4, t, 5)
+            pipe.execute_command("PEXPIREAT", key, t + 60000)
+
+        def throttle(pipe, key):
+            for _ in range(5):
+                pipe.execute_command("CL.THROTTLE", key, 4, 5, 60)
+
+        check_ir = measure("check", check, 5)
+        floor_ir = measure("floor", floor, 5)
+        cost_ir = measure("cost5", check_cost, 1)
+        floor_cost_ir = measure("floorcost5", floor_cost, 1)
+        cell_ir = measure("cell", throttle, 5) if opts.cell else None
+        rows.append(f"| {opts.server} {srv.version} | {check_ir:,.0f} | {floor_ir:,.0f} | {check_ir / floor_ir:.2f} | "
+                    f"{cost_ir:,.0f} | {floor_cost_ir:,.0f} | {cost_ir / floor_cost_ir:.2f} | "
+                    + (f"{cell_ir:,.0f} | {check_ir / cell_ir:.2f} |" if cell_ir else "not given | - |"))
+    finally:
+        srv.stop()
+    header = ("| server | CHECK (instr/call) | floor ZADD+PEXPIREAT | × floor | CHECK COST 5 | floor ZADD 5 + PEXPIREAT "
+              "| × floor | CL.THROTTLE | CHECK × CL.THROTTLE |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(header)
+    for r in rows:
+        print(r)
+    if opts.out:
+        new = not os.path.exists(opts.out)
+        with open(opts.out, "a") as f:
+            if new:
+                f.write(header + "\n")
+            f.write("\n".join(rows) + "\n")
+
+
+if __name__ == "__main__":
+    main()
