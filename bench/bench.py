@@ -1,15 +1,26 @@
 #!/usr/bin/env python3
-"""slidewin benchmark: SLIDEWIN.CHECK against the seed's Lua script, side by side.
+"""slidewin benchmark: SLIDEWIN.CHECK against the physical floor and its peers.
 
-Starts one server with the module loaded (Debian's redis-server by default),
-registers a server-clock version of the seed's sliding-window Lua script, and
-drives each command with redis-benchmark (-c 50 -P 16, -r for random keys)
-under the same load. The server-side cost per call comes from
-INFO commandstats (usec_per_call), the client throughput from redis-benchmark.
-Ratios measured in one run are the figures that matter: the machines are
-shared and noisy, absolute numbers are not comparable between runs.
+Starts one server with the module loaded (Redis 7.0 by default; --server picks
+any of the suite's four), registers a server-clock version of the seed's
+sliding-window Lua script, and drives each command with redis-benchmark
+(-c 50 -P 16, -r for random keys) under the same load. The server-side cost
+per call comes from INFO commandstats (usec_per_call), the client throughput
+from redis-benchmark. Each row is compared, as ratios measured in one run
+(the machines are shared and noisy; absolute numbers are not comparable
+between runs), with:
+- the floor: the same effects as the server's own commands on the same keys,
+  `ZADD key <now> <member>` then `PEXPIREAT key <at>` (for COST 5, a ZADD of
+  five members), each timed by its own load and summed;
+- the seed's Lua script;
+- redis-cell's CL.THROTTLE when --cell gives its module ("not given" else).
 
-Usage: bench/bench.py [--server redis-7.0|redis-8.2|valkey-8.1|valkey-9.1] [--scale 1.0] [--out FILE]
+Also: a production-shape run (one replica attached, appendonly yes,
+appendfsync everysec), and a memory and CPU guide at limits 5 to 10000 with
+zset-max-listpack-entries at 128, 1024 and 8192.
+
+Usage: bench/bench.py [--server redis-7.0|redis-8.2|valkey-8.1|valkey-9.1]
+       [--scale 1.0] [--rounds 3] [--cell libredis_cell.so] [--out FILE]
 """
 
 import argparse
@@ -152,6 +163,17 @@ def run(server, args, n, keyspace, stat):
     return float(entry["usec_per_call"]), rps
 
 
+def run_parts(server, parts):
+    """Runs the loads of one row in turn: (µs per call summed over the parts,
+    calls per second when each call does every part)."""
+    usec, inverse = 0.0, 0.0
+    for args, n, keyspace, stat in parts:
+        u, rps = run(server, args, n, keyspace, stat)
+        usec += u
+        inverse += 1 / rps
+    return usec, 1 / inverse
+
+
 def fill(server, key, entries, lua_sha=None):
     """A key holding `entries` entries written by the module or the script."""
     if lua_sha:
@@ -164,113 +186,139 @@ def fill(server, key, entries, lua_sha=None):
     return server.r.memory_usage(key, samples=0)
 
 
+# An absolute time in ms for the floor's scores and expiries: a year from now,
+# so the floor's keys live through the run like ours.
+def far_ms():
+    return int(time.time() * 1000) + 365 * 86_400_000
+
+
+def one(args, n, keyspace, stat):
+    """A row of one load."""
+    return [(args, n, keyspace, stat)]
+
+
+def sms_rows(check_sha, n, keyspace, limit, cell):
+    """CHECK, the floor, the Lua script and CL.THROTTLE on `keyspace` random
+    keys at `limit` per 60 s."""
+    at = str(far_ms())
+    rows = [
+        ("SLIDEWIN.CHECK", one(["SLIDEWIN.CHECK", "sms:__rand_int__", str(limit), "60000"], n, keyspace, "slidewin.check")),
+        ("floor: ZADD + PEXPIREAT", [
+            (["ZADD", "floor:__rand_int__", at, "__rand_int__"], n, keyspace, "zadd"),
+            (["PEXPIREAT", "floor:__rand_int__", at], n, keyspace, "pexpireat"),
+        ]),
+        ("Lua script", one(["EVALSHA", check_sha, "1", "lua:__rand_int__", str(limit), "60000", MEMBER], n, keyspace, "evalsha")),
+    ]
+    if cell:
+        rows.append(("CL.THROTTLE (redis-cell)", one(
+            ["CL.THROTTLE", "cell:__rand_int__", str(limit - 1), str(limit), "60"], n, keyspace, "cl.throttle")))
+    rows.append(("SET (reference)", one(["SET", "set:__rand_int__", "x"], n, keyspace, "set")))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--server", choices=SERVERS + list(ALIASES), default="redis-7.0")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every request count (0.05 for a smoke run)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per workload; medians are reported")
+    ap.add_argument("--cell", help="redis-cell's module (libredis_cell.so): adds a CL.THROTTLE column")
     ap.add_argument("--out", help="also write the tables (markdown) to this file")
     opts = ap.parse_args()
+    if opts.cell and not os.path.isfile(opts.cell):
+        sys.exit(f"--cell {opts.cell}: no such file")
 
     def n(base):
         return max(1000, int(base * opts.scale))
 
     # SIGTERM (a CI time-out, `kill`) unwinds like Ctrl-C, so the finally
-    # below stops the server on every exit path.
+    # blocks below stop every server on every exit path.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("bench: terminated"))
-    srv = Server(opts.server)
     lines = []
+    summary = []
 
     def emit(line=""):
         print(line, flush=True)
         lines.append(line)
 
+    def table(srv, title, rows, rounds):
+        """Runs `rows` interleaved over `rounds` rounds (each on an empty
+        database, except PEEK rows, which read what the row before filled)
+        and emits one table of medians with the ratios to the floor, the Lua
+        row doing the same job and CL.THROTTLE."""
+        per_round = []
+        for _ in range(rounds):
+            results = {}
+            for label, parts in rows:
+                if "PEEK" not in label.upper():
+                    srv.r.flushall()
+                results[label] = run_parts(srv, parts)
+            per_round.append(results)
+        labels = [label for label, _ in rows]
+        floor = next((l for l in labels if l.startswith("floor")), None)
+        lua_check = next((l for l in labels if l.startswith("Lua script")), None)
+        lua_peek = next((l for l in labels if l.startswith("Lua peek")), None)
+        cell = next((l for l in labels if l.startswith("CL.THROTTLE")), None)
+
+        def ratio(label, other):
+            if not other or other == label:
+                return "-"
+            return f"{median(r[label][0] / r[other][0] for r in per_round):.2f}"
+
+        emit(f"### {title}")
+        emit()
+        emit("| command | µs/call (server) | requests/s | × floor | × Lua (same job) | × CL.THROTTLE |")
+        emit("|---|---:|---:|---:|---:|---:|")
+        for label in labels:
+            usec = median(r[label][0] for r in per_round)
+            rps = median(r[label][1] for r in per_round)
+            lua = lua_peek if "PEEK" in label.upper() else lua_check
+            peek = "PEEK" in label.upper()
+            cell_col = ratio(label, cell) if opts.cell else "not given"
+            emit(f"| {label} | {usec:.2f} | {rps:,.0f} | {'-' if peek else ratio(label, floor)} | "
+                 f"{ratio(label, lua)} | {'-' if peek else cell_col} |")
+            if label.startswith("SLIDEWIN.") and not peek:
+                summary.append((title, label, ratio(label, floor), ratio(label, lua),
+                                ratio(label, cell) if opts.cell else "not given"))
+        emit()
+        srv.r.flushall()
+
+    srv = Server(opts.server, cell=opts.cell)
     try:
         check_sha = srv.r.script_load(LUA_CHECK)
         peek_sha = srv.r.script_load(LUA_PEEK)
         emit(f"server: {opts.server} {srv.version}; cpu: {os.cpu_count()} cores; "
-             f"redis-benchmark -c 50 -P 16; scale {opts.scale}; median of {opts.rounds} interleaved rounds")
+             f"redis-benchmark -c 50 -P 16; scale {opts.scale}; median of {opts.rounds} interleaved rounds; "
+             f"redis-cell: {os.path.basename(opts.cell) if opts.cell else 'not given'}")
         emit()
-        # (workload, label, args, requests, keyspace, commandstats name)
-        sms = n(1_000_000)
         HUGE = 1_000_000_000  # -r range for members of the single-key loads
-        workloads = [
-            ("SMS: 100k keys, limit 5, 60 s", [
-                ("SLIDEWIN.CHECK", ["SLIDEWIN.CHECK", "sms:__rand_int__", "5", "60000"], sms, 100_000, "slidewin.check"),
-                ("Lua script", ["EVALSHA", check_sha, "1", "lua:__rand_int__", "5", "60000", MEMBER], sms, 100_000, "evalsha"),
-                ("SET (floor)", ["SET", "set:__rand_int__", "x"], sms, 100_000, "set"),
-                ("ZADD (floor)", ["ZADD", "zadd:__rand_int__", "__rand_int__", MEMBER], sms, 100_000, "zadd"),
+        at = str(far_ms())
+        table(srv, "allowed calls: 100k keys, limit 100, 60 s (every call allowed)",
+              sms_rows(check_sha, n(1_000_000), 100_000, 100, opts.cell), opts.rounds)
+        table(srv, "SMS: 100k keys, limit 5, 60 s (about half denied)",
+              sms_rows(check_sha, n(1_000_000), 100_000, 5, opts.cell), opts.rounds)
+        table(srv, "COST 5 (limit 50, 100k keys, every call allowed) and PEEK", [
+            ("SLIDEWIN.CHECK COST 5", one(["SLIDEWIN.CHECK", "sms:__rand_int__", "50", "60000", "COST", "5"], n(300_000), 100_000, "slidewin.check")),
+            ("floor: ZADD 5 members + PEXPIREAT", [
+                (["ZADD", "floor:__rand_int__", at, "__rand_int__", at, "__rand_int__", at, "__rand_int__",
+                  at, "__rand_int__", at, "__rand_int__"], n(300_000), 100_000, "zadd"),
+                (["PEXPIREAT", "floor:__rand_int__", at], n(300_000), 100_000, "pexpireat"),
             ]),
-            ("hot key: 1 key, limit 1000, 1 s", [
-                ("SLIDEWIN.CHECK", ["SLIDEWIN.CHECK", "hot", "1000", "1000"], n(300_000), 0, "slidewin.check"),
-                ("Lua script", ["EVALSHA", check_sha, "1", "luahot", "1000", "1000", MEMBER], n(300_000), HUGE, "evalsha"),
-                ("SET (floor)", ["SET", "sethot", "x"], n(300_000), 0, "set"),
-            ]),
-            ("big window: 1 key, limit 10000, 10 s", [
-                ("SLIDEWIN.CHECK", ["SLIDEWIN.CHECK", "big", "10000", "10000"], n(300_000), 0, "slidewin.check"),
-                ("Lua script", ["EVALSHA", check_sha, "1", "luabig", "10000", "10000", MEMBER], n(300_000), HUGE, "evalsha"),
-                ("SET (floor)", ["SET", "setbig", "x"], n(300_000), 0, "set"),
-            ]),
-            ("SMS policy: MCHECK, 3 rules (5/min, 1/min, 10/day) on 3 random keys", [
-                ("SLIDEWIN.MCHECK, 3 rules", ["SLIDEWIN.MCHECK", "3", "{__rand_int__}:ip", "5", "60000",
-                                             "{__rand_int__}:phone", "1", "60000", "{__rand_int__}:phone", "10", "86400000"],
-                 n(300_000), 100_000, "slidewin.mcheck"),
-                ("SLIDEWIN.CHECK (one rule)", ["SLIDEWIN.CHECK", "sms:__rand_int__", "5", "60000"], n(300_000), 100_000, "slidewin.check"),
-                ("Lua script (one rule)", ["EVALSHA", check_sha, "1", "lua:__rand_int__", "5", "60000", MEMBER], n(300_000), 100_000, "evalsha"),
-                ("SET (floor)", ["SET", "set:__rand_int__", "x"], n(300_000), 100_000, "set"),
-            ]),
-            ("SMS keys, COST 5 (limit 50) and PEEK", [
-                ("SLIDEWIN.CHECK COST 5", ["SLIDEWIN.CHECK", "sms:__rand_int__", "50", "60000", "COST", "5"], n(300_000), 100_000, "slidewin.check"),
-                ("SLIDEWIN.PEEK (filled keys)", ["SLIDEWIN.PEEK", "sms:__rand_int__", "50", "60000"], n(300_000), 100_000, "slidewin.peek"),
-                ("Lua script, cost 5", ["EVALSHA", check_sha, "1", "lua:__rand_int__", "50", "60000", MEMBER, "5"], n(300_000), 100_000, "evalsha"),
-                ("Lua peek (ZCOUNT, filled keys)", ["EVALSHA", peek_sha, "1", "lua:__rand_int__", "50", "60000", "1"], n(300_000), 100_000, "evalsha"),
-                ("SET (floor)", ["SET", "set:__rand_int__", "x"], n(300_000), 100_000, "set"),
-            ]),
-        ]
-        summary = []
-        for title, rows in workloads:
-            # Interleave the commands over several rounds, each run on an
-            # empty database, and report medians: neighbours on a shared
-            # machine slow whole seconds down, not single commands.
-            per_round = []
-            for _ in range(opts.rounds):
-                results = {}
-                for label, args, count, keyspace, stat in rows:
-                    # PEEK rows read the keys the row before them filled.
-                    if "PEEK" not in label.upper():
-                        srv.r.flushall()
-                    results[label] = run(srv, args, count, keyspace, stat)
-                per_round.append(results)
-            labels = [row[0] for row in rows]
-            # Each row is compared with the Lua row doing the same job: PEEK
-            # with the Lua peek, everything else with the Lua check script.
-            lua_check = next((l for l in labels if l.startswith("Lua script")), None)
-            lua_peek = next((l for l in labels if l.startswith("Lua peek")), None)
-            set_label = next(l for l in labels if l.startswith("SET"))
-            emit(f"### {title}")
-            emit()
-            emit("| command | µs/call (server) | requests/s | × Lua (same job) | × SET |")
-            emit("|---|---:|---:|---:|---:|")
-            for label in labels:
-                usec = median(r[label][0] for r in per_round)
-                rps = median(r[label][1] for r in per_round)
-                lua_label = lua_peek if "PEEK" in label.upper() else lua_check
-                vs_lua = median(r[label][0] / r[lua_label][0] for r in per_round) if lua_label else None
-                vs_set = median(r[label][0] / r[set_label][0] for r in per_round)
-                emit(f"| {label} | {usec:.2f} | {rps:,.0f} | {f'{vs_lua:.2f}' if vs_lua else '-'} | {vs_set:.2f} |")
-                if label.startswith("SLIDEWIN.") and "PEEK" not in label and vs_lua:
-                    summary.append((title, label, vs_lua, vs_set))
-            emit()
-            srv.r.flushall()
-
-        emit("### hot key: SLIDEWIN.CHECK cost by set size (window 1 s)")
-        emit()
-        emit("| limit (entries in the set) | µs/call | requests/s |")
-        emit("|---:|---:|---:|")
-        for limit in (100, 1000, 10000):
-            usec, rps = run(srv, ["SLIDEWIN.CHECK", f"scale:{limit}", str(limit), "1000"], n(300_000), 0, "slidewin.check")
-            emit(f"| {limit} | {usec:.2f} | {rps:,.0f} |")
-        emit()
+            ("SLIDEWIN.PEEK (filled keys)", one(["SLIDEWIN.PEEK", "sms:__rand_int__", "50", "60000"], n(300_000), 100_000, "slidewin.peek")),
+            ("Lua script, cost 5", one(["EVALSHA", check_sha, "1", "lua:__rand_int__", "50", "60000", MEMBER, "5"], n(300_000), 100_000, "evalsha")),
+            ("Lua peek (ZCOUNT, filled keys)", one(["EVALSHA", peek_sha, "1", "lua:__rand_int__", "50", "60000", "1"], n(300_000), 100_000, "evalsha")),
+        ], opts.rounds)
+        table(srv, "hot key: 1 key, limit 1000, 1 s", [
+            ("SLIDEWIN.CHECK", one(["SLIDEWIN.CHECK", "hot", "1000", "1000"], n(300_000), 0, "slidewin.check")),
+            ("Lua script", one(["EVALSHA", check_sha, "1", "luahot", "1000", "1000", MEMBER], n(300_000), HUGE, "evalsha")),
+            ("SET (reference)", one(["SET", "sethot", "x"], n(300_000), 0, "set")),
+        ], opts.rounds)
+        table(srv, "SMS policy: MCHECK, 3 rules (5/min, 1/min, 10/day) on 3 random keys", [
+            ("SLIDEWIN.MCHECK, 3 rules", one(["SLIDEWIN.MCHECK", "3", "{__rand_int__}:ip", "5", "60000",
+                                              "{__rand_int__}:phone", "1", "60000", "{__rand_int__}:phone", "10", "86400000"],
+                                             n(300_000), 100_000, "slidewin.mcheck")),
+            ("SLIDEWIN.CHECK (one rule)", one(["SLIDEWIN.CHECK", "sms:__rand_int__", "5", "60000"], n(300_000), 100_000, "slidewin.check")),
+            ("Lua script (one rule)", one(["EVALSHA", check_sha, "1", "lua:__rand_int__", "5", "60000", MEMBER], n(300_000), 100_000, "evalsha")),
+        ], opts.rounds)
 
         emit("### memory per key (MEMORY USAGE ... SAMPLES 0)")
         emit()
@@ -281,12 +329,58 @@ def main():
             ours = fill(srv, f"mem:sw:{entries}", entries)
             theirs = fill(srv, f"mem:lua:{entries}", entries, check_sha)
             emit(f"| {entries} | {ours} B | {theirs} B | {ours / theirs:.2f} |")
+            if entries == 5:
+                summary.append(("memory", "5-entry key", f"{ours} B", f"{ours / theirs:.2f}", "-"))
         emit()
-        emit("targets: CHECK <= 0.25 x Lua on every workload, <= 3 x SET on SMS, 5-entry key <= 0.5 x Lua's")
-        for title, label, vs_lua, vs_set in summary:
-            emit(f"- {title} / {label}: {vs_lua:.2f} x Lua, {vs_set:.2f} x SET")
+
+        emit("### memory and CPU guide: one key at its limit (window 1 s, the hot-key load keeps it full)")
+        emit()
+        emit("| limit | zset-max-listpack-entries | encoding | bytes per key | bytes per entry | µs/call | requests/s |")
+        emit("|---:|---:|---|---:|---:|---:|---:|")
+        listpack_name = "zset-max-listpack-entries"
+        default_entries = srv.r.config_get(listpack_name).get(listpack_name, "128")
+        try:
+            for entries_max in (128, 1024, 8192):
+                srv.r.config_set(listpack_name, entries_max)
+                for limit in (5, 100, 1000, 10000):
+                    srv.r.flushall()
+                    key = f"guide:{limit}"
+                    usec, rps = run(srv, ["SLIDEWIN.CHECK", key, str(limit), "1000"], n(200_000), 0, "slidewin.check")
+                    srv.r.delete(key)
+                    size = fill(srv, key, limit)
+                    encoding = srv.r.object("encoding", key)
+                    emit(f"| {limit} | {entries_max} | {encoding} | {size:,} | {size / limit:.1f} | {usec:.2f} | {rps:,.0f} |")
+        finally:
+            srv.r.config_set(listpack_name, default_entries)
+        emit()
     finally:
         srv.stop()
+
+    # Production shape: one replica attached, the AOF on with everysec, so
+    # propagation is real work; the floor and the script pay it too.
+    master = Server(opts.server, cell=opts.cell, extra=["--appendonly", "yes", "--appendfsync", "everysec"])
+    replica = None
+    try:
+        replica = Server(opts.server, cell=opts.cell, extra=["--replicaof", "127.0.0.1", str(master.port)])
+        deadline = time.time() + 30
+        while master.r.info("replication").get("connected_slaves", 0) < 1 or \
+                replica.r.info("replication").get("master_link_status") != "up":
+            if time.time() > deadline:
+                sys.exit("bench: the replica did not attach")
+            time.sleep(0.1)
+        check_sha = master.r.script_load(LUA_CHECK)
+        table(master, "production shape: one replica, appendonly yes, appendfsync everysec; 100k keys, limit 100, 60 s",
+              [r for r in sms_rows(check_sha, n(500_000), 100_000, 100, opts.cell) if not r[0].startswith("SET")],
+              opts.rounds)
+    finally:
+        if replica:
+            replica.stop()
+        master.stop()
+
+    emit("targets: allowed CHECK <= 1.15 x floor, <= 0.7 x CL.THROTTLE, <= 0.2 x Lua; COST 5 <= 1.2 x floor; "
+         "5-entry key <= 0.35 x Lua's")
+    for title, label, vs_floor, vs_lua, vs_cell in summary:
+        emit(f"- {title} / {label}: {vs_floor} x floor, {vs_lua} x Lua, {vs_cell} x CL.THROTTLE")
     if opts.out:
         with open(opts.out, "w") as f:
             f.write("\n".join(lines) + "\n")

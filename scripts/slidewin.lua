@@ -14,8 +14,9 @@ MODULE LOAD is not allowed (many managed Redis/Valkey services).
 Same semantics, replies, errors and data layout as the module's
 SLIDEWIN.CHECK / PEEK / MCHECK / UNDO: each key is a plain sorted set, one
 entry per unit, scored with the server time in ms (TIME), members the same
-integers (now_ms * 2^20 + sequence), so a deployment can move between the
-function and the module on live keys. Differences, all documented in the
+integers (short ids counting up from the key's newest member, wide ids
+now_ms * 2^20 + sequence when a short one is taken), so a deployment can
+move between the function and the module on live keys. Differences, all documented in the
 README: the clock is TIME (read when the function runs; the module uses the
 server's cached command time), the bounds are the module's defaults
 (limit and count <= 100000, window_ms <= 31622400000) rather than its
@@ -79,28 +80,56 @@ local function next_parts(hi, lo)
     return hi, lo
 end
 
--- `count` member names free in every key of `keys`.
+-- Whether member `m` is free in every key of `keys` and not yet chosen.
+local function free_in(keys, taken, m)
+    if taken[m] then return false end
+    for _, k in ipairs(keys) do
+        if redis.call('ZSCORE', k, m) then return false end
+    end
+    return true
+end
+
+-- The first short id to try after the newest entry of `key`, as the module
+-- picks it: one more than its member when that is a short integer, 1 when
+-- the key is empty or its newest member is not an integer; nil when it is
+-- a wide id (beyond Lua's exact integers: the caller uses a wide id).
+local function first_short(key)
+    local last = redis.call('ZRANGE', key, -1, -1)[1]
+    if last == nil then return 1 end
+    if last == '0' or last:match('^[1-9]%d*$') then
+        if #last > 15 then return nil end
+        return tonumber(last) + 1
+    end
+    return 1
+end
+
+-- `count` member names free in every key of `keys`: short ids counting up
+-- from above every key's newest, or wide ids when one is taken.
 local function fresh_members(keys, now, count)
     local out = {}
     local taken = {}
+    local short = 1
+    for _, k in ipairs(keys) do
+        local f = first_short(k)
+        if f == nil then short = nil break end
+        if f > short then short = f end
+    end
     for _ = 1, count do
-        sequence = sequence + 1
-        local hi, lo = member_parts(now, sequence)
-        while true do
-            local m = member_string(hi, lo)
-            local free = not taken[m]
-            if free then
-                for _, k in ipairs(keys) do
-                    if redis.call('ZSCORE', k, m) then free = false break end
-                end
+        local m = short and string.format('%.0f', short)
+        if m and free_in(keys, taken, m) then
+            short = short + 1
+        else
+            short = nil
+            sequence = sequence + 1
+            local hi, lo = member_parts(now, sequence)
+            m = member_string(hi, lo)
+            while not free_in(keys, taken, m) do
+                hi, lo = next_parts(hi, lo)
+                m = member_string(hi, lo)
             end
-            if free then
-                taken[m] = true
-                out[#out + 1] = m
-                break
-            end
-            hi, lo = next_parts(hi, lo)
         end
+        taken[m] = true
+        out[#out + 1] = m
     end
     return out
 end

@@ -3,9 +3,10 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
 use crate::args::{self, ArgError, Command, Reply};
+use crate::ffi::Arg;
 use crate::window::{self, Detail, KeyedRule, Verdict};
 use crate::zset_log::ZsetLog;
 use crate::{clock, config, stats};
@@ -73,7 +74,7 @@ fn reply(options: Reply, limit: u64, verdict: &Verdict) -> RedisValue {
     }
 }
 
-fn execute(ctx: &Context, argv: &[RedisString], command: Command) -> RedisResult {
+fn execute(ctx: &Context, argv: &[Arg], command: Command) -> RedisResult {
     let [_, key, rest @ ..] = argv else {
         return Err(RedisError::WrongArity);
     };
@@ -103,26 +104,26 @@ fn counted(result: RedisResult) -> RedisResult {
     result
 }
 
-fn run(ctx: &Context, argv: &[RedisString], command: Command) -> RedisResult {
+fn run(ctx: &Context, argv: &[Arg], command: Command) -> RedisResult {
     counted(guarded(|| execute(ctx, argv, command)))
 }
 
 /// Answers a key-position request (COMMAND GETKEYS, cluster routing, ACL
 /// key checks) for MCHECK: its keys are argv[2], argv[5], ... one per rule.
-fn report_multi_keys(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+fn report_multi_keys(ctx: &Context, argv: &[Arg]) -> RedisResult {
     for pos in args::mcheck_key_positions(argv.get(1).map(|n| n.as_slice()), argv.len()) {
         crate::ffi::key_at_pos(ctx, argv.len(), pos)?;
     }
     Ok(RedisValue::NoReply)
 }
 
-fn execute_multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+fn execute_multi(ctx: &Context, argv: &[Arg]) -> RedisResult {
     if crate::ffi::is_keys_position_request(ctx) {
         return report_multi_keys(ctx, argv);
     }
     let request = args::parse_multi(argv.iter().skip(1).map(|a| a.as_slice()), config::bounds())?;
     // One log per distinct key, in order of first appearance.
-    let mut keys: Vec<&RedisString> = Vec::new();
+    let mut keys: Vec<&Arg> = Vec::new();
     let mut rules = Vec::with_capacity(request.rules.len());
     for r in &request.rules {
         let key = argv.get(r.key).ok_or(RedisError::WrongArity)?;
@@ -160,7 +161,7 @@ fn execute_multi(ctx: &Context, argv: &[RedisString]) -> RedisResult {
     Ok(RedisValue::Array(fields))
 }
 
-fn execute_undo(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+fn execute_undo(ctx: &Context, argv: &[Arg]) -> RedisResult {
     let [_, key, members @ ..] = argv else {
         return Err(RedisError::WrongArity);
     };
@@ -179,8 +180,8 @@ fn execute_undo(ctx: &Context, argv: &[RedisString]) -> RedisResult {
 /// `count` more fit under `limit`, records them at `now`, sets the key to
 /// expire when the newest entry leaves the window, and replies 1; otherwise
 /// replies 0 and adds nothing. DETAIL replies with the five-field array.
-pub fn check(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
-    run(ctx, &argv, Command::Check)
+pub fn check(ctx: &Context, argv: &[Arg]) -> RedisResult {
+    run(ctx, argv, Command::Check)
 }
 
 /// `SLIDEWIN.MCHECK numrules key limit window_ms [key limit window_ms ...]
@@ -190,33 +191,36 @@ pub fn check(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
 /// `count`, and then adds `count` entries (the same members) to each
 /// distinct key once. Replies 1/0, or with DETAIL
 /// `[allowed, retry_after_ms, [rule 1's five fields], ...]`.
-pub fn mcheck(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
-    counted(guarded(|| execute_multi(ctx, &argv)))
+pub fn mcheck(ctx: &Context, argv: &[Arg]) -> RedisResult {
+    counted(guarded(|| execute_multi(ctx, argv)))
 }
 
 /// `SLIDEWIN.UNDO key member [member ...]`
 ///
 /// Removes entries a check added (give an attempt back); replies how many
 /// were removed. Replicated as `ZREM` of the removed members.
-pub fn undo(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
-    counted(guarded(|| execute_undo(ctx, &argv)))
+pub fn undo(ctx: &Context, argv: &[Arg]) -> RedisResult {
+    counted(guarded(|| execute_undo(ctx, argv)))
 }
 
 /// `SLIDEWIN.PEEK key limit window_ms [COST count]`
 ///
 /// Replies what `SLIDEWIN.CHECK ... DETAIL` would reply now, changing,
 /// creating and replicating nothing.
-pub fn peek(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
-    run(ctx, &argv, Command::Peek)
+pub fn peek(ctx: &Context, argv: &[Arg]) -> RedisResult {
+    run(ctx, argv, Command::Peek)
 }
 
 /// `SLIDEWIN.DEBUG-PANIC key` (fault-injection build only): panics with a
 /// message holding `%` conversions, which must reach the server log as text.
 #[cfg(feature = "fault-injection")]
-pub fn debug_panic(ctx: &Context, argv: Vec<RedisString>) -> RedisResult {
+pub fn debug_panic(ctx: &Context, argv: &[Arg]) -> RedisResult {
     let _ = ctx;
     counted(guarded(|| {
-        let key = argv.get(1).map(|k| k.to_string_lossy()).unwrap_or_default();
+        let key = argv
+            .get(1)
+            .map(|k| String::from_utf8_lossy(k.as_slice()).into_owned())
+            .unwrap_or_default();
         panic!("fault injection on {key}: %s%s%n")
     }))
 }

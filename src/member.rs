@@ -1,15 +1,20 @@
-//! Member names for log entries.
+//! Member ids for log entries: the decimal form of a non-negative integer,
+//! unique among the entries of its key.
 //!
-//! A member is the decimal form of a non-negative 63-bit integer:
-//! `now_ms << SEQ_BITS | sequence`. Integer-like members are stored by the
-//! server as integers inside the compact listpack encoding, so an entry costs
-//! a few bytes instead of the ~50 of the seed script's `<ms>-<uuid>` members.
-//! They never collide with the script's members (those contain a `-` after
-//! digits and are not integers), and they rarely collide with each other: the
-//! sequence counts every member this server generates, so two entries share
-//! an id only after 2^20 members within one millisecond, or after the clock
-//! steps back. Collisions are still handled: the caller adds with NX and, if
-//! the id is taken, moves on to [`next`].
+//! **Short ids first.** A new entry takes one more than the member of the
+//! key's newest entry ([`first_choice`]), or 1 when the key is empty or its
+//! newest member is not an id (an entry of the seed script). A key's ids
+//! thus count up 1, 2, 3... while it lives: 1-2 bytes each in a listpack,
+//! where a 19-digit id takes 9. Integer members never collide with the
+//! script's `<ms>-<uuid>` members, which are not integers.
+//!
+//! **Wide ids as the fallback.** When the short id is taken (a tie of
+//! scores put another entry last, or a foreign integer member), the entry
+//! takes a wide id, `now_ms << SEQ_BITS | sequence` ([`fresh`]), where the
+//! sequence counts every wide id this server made: two share an id only
+//! after 2^20 of them within one millisecond, or after the clock steps
+//! back. The decision adds with NX and, if a wide id is taken too, moves
+//! on to [`next`]; among `n + 1` consecutive ids one is free.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -38,7 +43,17 @@ pub fn next(id: i64) -> i64 {
     id.checked_add(1).unwrap_or(0)
 }
 
-/// A fresh member id for an entry scored `now_ms`.
+/// The first id to try for a new entry of a log whose newest entry has
+/// member id `newest` (`None`: the log is empty, or that member is not an
+/// id): one more, or 1.
+pub fn first_choice(newest: Option<i64>) -> i64 {
+    match newest {
+        Some(id) if id >= 0 => next(id).max(1),
+        _ => 1,
+    }
+}
+
+/// A fresh wide member id for an entry scored `now_ms`.
 pub fn fresh(now_ms: i64) -> i64 {
     member_id(now_ms, SEQUENCE.fetch_add(1, Ordering::Relaxed))
 }
@@ -73,6 +88,19 @@ mod tests {
         let text = id.to_string();
         assert_eq!(text, "1883239140556812345");
         assert_eq!(text.parse::<i64>().ok(), Some(id));
+    }
+
+    #[test]
+    fn short_ids_count_up_from_the_newest() {
+        assert_eq!(first_choice(None), 1);
+        assert_eq!(first_choice(Some(1)), 2);
+        assert_eq!(first_choice(Some(41)), 42);
+        // Not an id of ours (negative): start over; at the top: wrap to 1.
+        assert_eq!(first_choice(Some(-5)), 1);
+        assert_eq!(first_choice(Some(i64::MAX)), 1);
+        // A wide id keeps counting up from itself.
+        let wide = member_id(1_795_996_800_000, 7);
+        assert_eq!(first_choice(Some(wide)), wide + 1);
     }
 
     #[test]

@@ -92,6 +92,11 @@ pub trait WindowLog {
     /// The largest score strictly above `min_ms`, if any.
     fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, Self::Error>;
 
+    /// The newest entry (the last in the set's order: the highest score,
+    /// and among equal scores the greatest member): its score, and its
+    /// member when that is a member id (a non-negative integer).
+    fn newest_entry(&mut self) -> Result<Option<(f64, Option<i64>)>, Self::Error>;
+
     /// Whether member `id` is in the log.
     fn has_member(&mut self, id: i64) -> Result<bool, Self::Error>;
 
@@ -228,35 +233,54 @@ fn detail_allowed(rule: &Rule, count: u64, now_ms: i64, at_ms: i64) -> Detail {
 }
 
 /// Adds `cost` entries scored `now_ms` to one log, choosing each member id
-/// (see `member.rs`) and moving to the next id when one is taken; pushes
-/// the ids used onto `ids` when given.
+/// (see `member.rs`): the short id `first` and the ones after it, or a
+/// wide id when one is taken; pushes the ids used onto `ids` when given.
 fn add_entries<L: WindowLog>(
     log: &mut L,
     now_ms: i64,
     cost: u64,
+    first: i64,
     mut ids: Option<&mut Vec<i64>>,
 ) -> Result<(), L::Error> {
-    // Among count + 1 consecutive ids at least one is free, so each search
-    // ends within this many tries; it almost always ends on the first.
+    // Among count + 1 consecutive wide ids at least one is free, so each
+    // search ends within this many tries; it almost always ends at once.
     let tries = log.count()?.saturating_add(cost);
+    let mut short = Some(first);
     for _ in 0..cost {
-        let mut id = member::fresh(now_ms);
-        let mut placed = false;
-        for _ in 0..=tries {
-            if log.add(now_ms, id)? {
-                placed = true;
-                break;
+        let id = match short {
+            Some(id) if log.add(now_ms, id)? => id,
+            _ => {
+                let mut id = member::fresh(now_ms);
+                let mut placed = false;
+                for _ in 0..=tries {
+                    if log.add(now_ms, id)? {
+                        placed = true;
+                        break;
+                    }
+                    id = member::next(id);
+                }
+                if !placed {
+                    return Err(NoFreeMember.into());
+                }
+                id
             }
-            id = member::next(id);
-        }
-        if !placed {
-            return Err(NoFreeMember.into());
-        }
+        };
+        // The next entry tries the id after this one.
+        short = Some(member::next(id));
         if let Some(ids) = ids.as_deref_mut() {
             ids.push(id);
         }
     }
     Ok(())
+}
+
+/// The newest entry's score, and the first member id to try after it.
+fn newest_and_first<L: WindowLog>(log: &mut L) -> Result<(Option<f64>, i64), L::Error> {
+    let newest = log.newest_entry()?;
+    Ok((
+        newest.map(|(score, _)| score),
+        member::first_choice(newest.and_then(|(_, id)| id)),
+    ))
 }
 
 /// Runs one `SLIDEWIN.CHECK` against `log` at time `now_ms`.
@@ -284,10 +308,17 @@ pub fn check<L: WindowLog>(
             members: Vec::new(),
         });
     }
-    let newest_after_now = log.newest_above(now_ms)?;
+    // The expiry covers the newest entry when it is scored after now.
+    let (newest, first) = newest_and_first(log)?;
     let mut members = Vec::new();
-    add_entries(log, now_ms, rule.cost, want.members.then_some(&mut members))?;
-    let at = expiry(now_ms, newest_after_now, rule.window_ms);
+    add_entries(
+        log,
+        now_ms,
+        rule.cost,
+        first,
+        want.members.then_some(&mut members),
+    )?;
+    let at = expiry(now_ms, newest, rule.window_ms);
     log.expire_at(at)?;
     let count = n.saturating_add(rule.cost);
     Ok(Verdict {
@@ -375,12 +406,27 @@ fn count_rules<L: WindowLog>(
     Ok(counts)
 }
 
+/// Whether `id` is free in every log and not among `ids` already chosen.
+fn free_everywhere<L: WindowLog>(logs: &mut [L], ids: &[i64], id: i64) -> Result<bool, L::Error> {
+    if ids.contains(&id) {
+        return Ok(false);
+    }
+    for log in logs.iter_mut() {
+        if log.has_member(id)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Picks `count` member ids free in every log (the same entry in each key,
-/// so one UNDO per key gives the call back everywhere).
+/// so one UNDO per key gives the call back everywhere): short ids from
+/// `first` on, or wide ids when one is taken.
 fn shared_members<L: WindowLog>(
     logs: &mut [L],
     now_ms: i64,
     count: u64,
+    first: i64,
 ) -> Result<Vec<i64>, L::Error> {
     let mut tries = 0u64;
     for log in logs.iter() {
@@ -388,24 +434,21 @@ fn shared_members<L: WindowLog>(
     }
     tries = tries.saturating_add(count);
     let mut ids: Vec<i64> = Vec::new();
+    let mut short = first;
     for _ in 0..count {
+        if free_everywhere(logs, &ids, short)? {
+            ids.push(short);
+            short = member::next(short);
+            continue;
+        }
         let mut id = member::fresh(now_ms);
         let mut found = false;
         // The logs and `ids` hold at most `tries - 1` ids in all, so one of
         // `tries` consecutive ids is free everywhere.
-        'search: for _ in 0..=tries {
-            if !ids.contains(&id) {
-                let mut free = true;
-                for log in logs.iter_mut() {
-                    if log.has_member(id)? {
-                        free = false;
-                        break;
-                    }
-                }
-                if free {
-                    found = true;
-                    break 'search;
-                }
+        for _ in 0..=tries {
+            if free_everywhere(logs, &ids, id)? {
+                found = true;
+                break;
             }
             id = member::next(id);
         }
@@ -413,6 +456,7 @@ fn shared_members<L: WindowLog>(
             return Err(NoFreeMember.into());
         }
         ids.push(id);
+        short = member::next(id);
     }
     Ok(ids)
 }
@@ -421,7 +465,8 @@ fn shared_members<L: WindowLog>(
 struct Admitted {
     /// The member ids added to every log.
     ids: Vec<i64>,
-    /// Per log, the newest score after `now_ms` before adding.
+    /// Per log, the newest score before adding (it counts for the expiry
+    /// when it is after `now_ms`).
     newest_after_now: Vec<Option<f64>>,
 }
 
@@ -435,10 +480,14 @@ fn admit<L: WindowLog>(
     cost: u64,
 ) -> Result<Admitted, L::Error> {
     let mut newest_after_now = Vec::with_capacity(logs.len());
+    // The short ids start above every log's newest member.
+    let mut first = 1i64;
     for log in logs.iter_mut() {
-        newest_after_now.push(log.newest_above(now_ms)?);
+        let (newest, after) = newest_and_first(log)?;
+        newest_after_now.push(newest);
+        first = first.max(after);
     }
-    let ids = shared_members(logs, now_ms, cost)?;
+    let ids = shared_members(logs, now_ms, cost, first)?;
     for (i, log) in logs.iter_mut().enumerate() {
         let Some(w) = longest_window(rules, i) else {
             continue;
@@ -631,6 +680,31 @@ impl WindowLog for MemoryLog {
 
     fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, Self::Error> {
         Ok(self.sorted_above(min_ms).last().copied())
+    }
+
+    fn newest_entry(&mut self) -> Result<Option<(f64, Option<i64>)>, Self::Error> {
+        // The highest score; among equal scores, the greatest member in the
+        // server's order (byte-wise on the decimal forms).
+        let tracked = self.members.len() == self.scores.len();
+        let mut best: Option<(f64, Option<i64>)> = None;
+        for (i, &score) in self.scores.iter().enumerate() {
+            let id = if tracked {
+                self.members.get(i).copied()
+            } else {
+                None
+            };
+            let better = match best {
+                None => true,
+                Some((s, m)) => {
+                    score > s
+                        || (score == s && id.map(|v| v.to_string()) > m.map(|v| v.to_string()))
+                }
+            };
+            if better {
+                best = Some((score, id));
+            }
+        }
+        Ok(best)
     }
 
     fn has_member(&mut self, id: i64) -> Result<bool, Self::Error> {

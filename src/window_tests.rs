@@ -624,3 +624,62 @@ proptest! {
         }
     }
 }
+
+fn with_members(limit: u64, window_ms: i64, cost: u64) -> Req {
+    Req {
+        want: Want {
+            detail: false,
+            members: true,
+        },
+        ..detailed(limit, window_ms, cost)
+    }
+}
+
+#[test]
+fn member_ids_are_short_and_count_up() {
+    let mut log = MemoryLog::default();
+    let r = with_members(100, 1_000, 1);
+    let ids: Vec<i64> = (0..3)
+        .flat_map(|i| unwrap(check(&mut log, 10 + i, &r)).members)
+        .collect();
+    assert_eq!(ids, [1, 2, 3]);
+    let v = unwrap(check(&mut log, 20, &with_members(100, 1_000, 3)));
+    assert_eq!(v.members, [4, 5, 6]);
+    // Once every entry expired, the key starts over.
+    let v = unwrap(check(&mut log, 5_000, &r));
+    assert_eq!(v.members, [1]);
+}
+
+#[test]
+fn a_taken_short_id_falls_back_to_a_wide_one() {
+    // Newest entry 9 at the same score as 10: "9" sorts last, so the short
+    // id 10 is taken and the entry gets a wide id; the one after counts on.
+    let mut log = MemoryLog {
+        scores: vec![50.0, 50.0],
+        members: vec![10, 9],
+        ..MemoryLog::default()
+    };
+    let v = unwrap(check(&mut log, 50, &with_members(100, 1_000, 2)));
+    assert_eq!(v.members.len(), 2);
+    assert!(v.members[0] >= 1 << crate::member::SEQ_BITS, "{v:?}");
+    assert_eq!(v.members[1], v.members[0] + 1);
+    let mut unique = log.members.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), 4);
+}
+
+#[test]
+fn mcheck_shares_short_ids_above_every_key() {
+    let rules = [rule(0, 10, 1_000), rule(1, 10, 1_000)];
+    let mut logs = vec![MemoryLog::default(), MemoryLog::default()];
+    // Key 1 already holds ids 1..=3 from its own checks.
+    for t in 0..3 {
+        unwrap(check(&mut logs[1], t, &with_members(10, 1_000, 1)));
+    }
+    let v = unwrap(mcheck(&mut logs, &rules, 5, 2, false));
+    assert!(v.allowed);
+    assert_eq!(v.members, [4, 5]);
+    assert_eq!(logs[0].members, [4, 5]);
+    assert_eq!(logs[1].members, [1, 2, 3, 4, 5]);
+}

@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use std::os::raw::c_int;
 use std::ptr::NonNull;
 
-use redis_module::{raw, Context, RedisString};
+use redis_module::{raw, Context};
 
 use crate::ffi::{api, status as ok_status, RawString, StoreError};
 
@@ -43,6 +43,17 @@ impl<'c> ModuleString<'c> {
         NonNull::new(ptr)
             .map(|ptr| ModuleString { ctx, ptr })
             .ok_or(StoreError::Failed("creating a string"))
+    }
+
+    /// The string as an integer, when it is the canonical decimal form of
+    /// one (as the server parses integers: no sign but `-`, no leading
+    /// zeros, no spaces).
+    pub fn to_i64(&self) -> Option<i64> {
+        let parse = api!(RedisModule_StringToLongLong).ok()?;
+        let mut v: std::os::raw::c_longlong = 0;
+        // SAFETY: `self.ptr` is a live string we own; `v` is a valid out slot.
+        let status = unsafe { parse(self.ptr.as_ptr(), &mut v) };
+        ok_status(status, "parsing an integer").ok().map(|()| v)
     }
 
     pub(crate) fn as_ptr(&self) -> *mut raw::RedisModuleString {
@@ -100,6 +111,11 @@ impl ScoreRange {
         }
     }
 
+    /// `[-inf, +inf]`: every entry.
+    pub fn all() -> Self {
+        Self::at_most(f64::INFINITY)
+    }
+
     /// `(min, +inf]`: everything scored strictly above `min`.
     pub fn above(min: f64) -> Self {
         ScoreRange {
@@ -113,22 +129,26 @@ impl ScoreRange {
 
 impl<'c> Key<'c> {
     /// Opens `name` for reading and writing.
-    pub fn open_write(ctx: &'c Context, name: &RedisString) -> Result<Self, StoreError> {
+    pub fn open_write(ctx: &'c Context, name: &impl RawString) -> Result<Self, StoreError> {
         let mode = raw::REDISMODULE_READ | raw::REDISMODULE_WRITE;
         Self::open(ctx, name, mode)?.ok_or(StoreError::Failed("opening the key"))
     }
 
     /// Opens `name` for reading only; `None` when the key does not exist
     /// (older servers return no handle for a missing key in read mode).
-    pub fn open_read(ctx: &'c Context, name: &RedisString) -> Result<Option<Self>, StoreError> {
+    pub fn open_read(ctx: &'c Context, name: &impl RawString) -> Result<Option<Self>, StoreError> {
         Self::open(ctx, name, raw::REDISMODULE_READ)
     }
 
-    fn open(ctx: &'c Context, name: &RedisString, mode: u32) -> Result<Option<Self>, StoreError> {
+    fn open(
+        ctx: &'c Context,
+        name: &impl RawString,
+        mode: u32,
+    ) -> Result<Option<Self>, StoreError> {
         let open = api!(RedisModule_OpenKey)?;
-        // SAFETY: `ctx.ctx` is the live command context and `name.inner` a
-        // valid string owned by the command's argv for the whole call.
-        let ptr = unsafe { open(ctx.ctx, name.inner, mode as c_int) };
+        // SAFETY: `ctx.ctx` is the live command context and `name` a valid
+        // string owned by the command's argv for the whole call.
+        let ptr = unsafe { open(ctx.ctx, name.raw(), mode as c_int) };
         Ok(
             NonNull::new(ptr.cast::<raw::RedisModuleKey>()).map(|ptr| Key {
                 ptr,

@@ -12,16 +12,16 @@
 use std::ffi::CStr;
 use std::os::raw::c_int;
 
-use redis_module::{raw, Context, RedisString};
+use redis_module::{raw, Context};
 
-use crate::ffi::{Propagate, StoreError};
+use crate::ffi::{Arg, Propagate, StoreError};
 use crate::window::{NoFreeMember, WindowLog};
 use crate::zset::{Key, KeyKind, ModuleString, ScoreRange};
 
 /// The sliding-window log stored in one sorted-set key.
 pub struct ZsetLog<'c> {
     ctx: &'c Context,
-    name: &'c RedisString,
+    name: &'c Arg,
     /// `None` for a missing key opened read-only: an empty log.
     key: Option<Key<'c>>,
     /// Whether this call changed the key. The module turns off the server's
@@ -67,7 +67,7 @@ fn check_kind(key: &Key<'_>) -> Result<(), StoreError> {
 impl<'c> ZsetLog<'c> {
     /// Opens `name` for a write; a key of another type is refused with the
     /// server's WRONGTYPE error before anything changes.
-    pub fn open_write(ctx: &'c Context, name: &'c RedisString) -> Result<Self, StoreError> {
+    pub fn open_write(ctx: &'c Context, name: &'c Arg) -> Result<Self, StoreError> {
         let key = Key::open_write(ctx, name)?;
         check_kind(&key)?;
         Ok(ZsetLog {
@@ -82,7 +82,7 @@ impl<'c> ZsetLog<'c> {
 
     /// Opens `name` for reading only: every write method fails, and a
     /// missing key reads as an empty log without being created.
-    pub fn open_read(ctx: &'c Context, name: &'c RedisString) -> Result<Self, StoreError> {
+    pub fn open_read(ctx: &'c Context, name: &'c Arg) -> Result<Self, StoreError> {
         let key = Key::open_read(ctx, name)?;
         if let Some(key) = &key {
             check_kind(key)?;
@@ -99,12 +99,12 @@ impl<'c> ZsetLog<'c> {
 
     /// Removes the given members (SLIDEWIN.UNDO); returns how many were
     /// there. Replicates `ZREM key <removed members>` when any was.
-    pub fn remove_members(&mut self, members: &[RedisString]) -> Result<u64, StoreError> {
+    pub fn remove_members(&mut self, members: &[Arg]) -> Result<u64, StoreError> {
         let ctx = self.ctx;
         let Some(key) = existing_in(&mut self.key)? else {
             return Ok(0);
         };
-        let mut removed: Vec<&RedisString> = Vec::new();
+        let mut removed: Vec<&Arg> = Vec::new();
         for m in members {
             if key.remove(m)? {
                 self.modified = true;
@@ -272,6 +272,17 @@ impl WindowLog for ZsetLog<'_> {
         };
         let range = key.range_last(ScoreRange::above(min_ms as f64))?;
         range.current_score(ctx)
+    }
+
+    fn newest_entry(&mut self) -> Result<Option<(f64, Option<i64>)>, StoreError> {
+        let ctx = self.ctx;
+        let Some(key) = self.existing()? else {
+            return Ok(None);
+        };
+        let range = key.range_last(ScoreRange::all())?;
+        Ok(range
+            .current(ctx)?
+            .map(|(member, score)| (score, member.to_i64().filter(|&id| id >= 0))))
     }
 
     fn has_member(&mut self, id: i64) -> Result<bool, StoreError> {

@@ -490,11 +490,34 @@ fn one_member(v: &Value) -> i64 {
     members[0].parse().unwrap()
 }
 
-/// Forces the member-id search: the ids the next calls would take are laid
-/// in their keys beforehand (learned from WITHMEMBERS: an id is the call's
-/// ms and a per-server sequence), so CHECK and MCHECK must skip them. The
-/// counts are exact, nothing laid is overwritten, and a replica without the
-/// module ends with the same data.
+/// How far after the learned time `block_short` scores its members, so
+/// that they stay the newest entries of their key.
+const BLOCK_AHEAD_MS: i64 = 300_000;
+
+/// Makes the short id of `key` taken: members "10" and "9" scored ahead of
+/// every call, so "9" is the newest entry (equal scores sort by member) and
+/// the short id after it, 10, is taken: the next call falls back to a wide
+/// id.
+fn block_short(c: &mut Connection, key: &str, t: i64) {
+    let at = t + BLOCK_AHEAD_MS;
+    let added: usize = redis::cmd("ZADD")
+        .arg(key)
+        .arg(at)
+        .arg(10)
+        .arg(at)
+        .arg(9)
+        .query(c)
+        .unwrap();
+    assert_eq!(added, 2);
+}
+
+/// Forces the member-id search. Short ids first: a key's ids count up from
+/// 1, and MCHECK takes the next id above every key's newest. Then the wide
+/// fallback: with the short id taken, the wide ids the next calls would
+/// take (learned from WITHMEMBERS: an id is the call's ms and a per-server
+/// sequence) are laid in their keys beforehand, so CHECK and MCHECK must
+/// skip them. The counts are exact, nothing laid is overwritten, and a
+/// replica without the module ends with the same data.
 fn member_collisions(flavor: Flavor) {
     let master = Options::new(flavor).start();
     let replica = replica_without_module(&master, flavor);
@@ -508,12 +531,38 @@ fn member_collisions(flavor: Flavor) {
         .expect("CHECK");
         one_member(&v)
     };
-    // The id of this call: its ms, and sequence s.
+    let mcheck2 = |c: &mut Connection, k1: &str, k2: &str| -> i64 {
+        let v = mcheck(
+            c,
+            &[
+                "2",
+                k1,
+                "100000",
+                "600000",
+                k2,
+                "100000",
+                "600000",
+                "WITHMEMBERS",
+            ],
+        )
+        .expect("MCHECK");
+        one_member(&v)
+    };
+    // Short ids count up per key; MCHECK starts above both keys' newest.
+    let short: Vec<i64> = (0..3).map(|_| check(&mut c, "{c}s")).collect();
+    assert_eq!(short, [1, 2, 3]);
+    assert_eq!(mcheck2(&mut c, "{c}s", "{c}empty"), 4);
+
+    // The wide id of a call whose short id is taken: its ms, and sequence s.
+    let t = server_ms(&mut c);
+    block_short(&mut c, "{c}a", t);
     let learned = check(&mut c, "{c}a");
+    assert!(learned > SEQ_MASK, "a wide id: {learned}");
     let (t, s) = (learned >> SEQ_BITS, learned & SEQ_MASK);
 
-    // CHECK: the next call draws sequence s+1; s+1..s+4 are taken at every
-    // ms it can run at, so it must settle on s+5.
+    // CHECK: the next wide id draws sequence s+1; s+1..s+4 are taken at
+    // every ms it can run at, so it must settle on s+5.
+    block_short(&mut c, "{c}b", t);
     let taken = seed_ids(&mut c, "{c}b", t, s + 1..s + 5);
     let got = check(&mut c, "{c}b");
     assert!(!taken.contains(&got), "a taken id was reused");
@@ -521,37 +570,25 @@ fn member_collisions(flavor: Flavor) {
     assert!((t..t + AHEAD_MS).contains(&(got >> SEQ_BITS)), "{got}");
     assert_eq!(
         zcard(&mut c, "{c}b"),
-        taken.len() as i64 + 1,
+        taken.len() as i64 + 3,
         "exactly one entry added"
     );
 
-    // MCHECK: the next call draws s+2; s+2..s+5 are taken in one key and
+    // MCHECK: the next wide id draws s+2; s+2..s+5 are taken in one key and
     // s+6..s+7 in the other, so the one id both keys get is s+8.
+    block_short(&mut c, "{c}c", t);
+    block_short(&mut c, "{c}d", t);
     let in_c = seed_ids(&mut c, "{c}c", t, s + 2..s + 6);
     let in_d = seed_ids(&mut c, "{c}d", t, s + 6..s + 8);
-    let v = mcheck(
-        &mut c,
-        &[
-            "2",
-            "{c}c",
-            "100000",
-            "600000",
-            "{c}d",
-            "100000",
-            "600000",
-            "WITHMEMBERS",
-        ],
-    )
-    .expect("MCHECK");
-    let got = one_member(&v);
+    let got = mcheck2(&mut c, "{c}c", "{c}d");
     assert!(!in_c.contains(&got) && !in_d.contains(&got));
     assert_eq!(
         got & SEQ_MASK,
         (s + 8) & SEQ_MASK,
         "ids taken in either key skipped"
     );
-    assert_eq!(zcard(&mut c, "{c}c"), in_c.len() as i64 + 1);
-    assert_eq!(zcard(&mut c, "{c}d"), in_d.len() as i64 + 1);
+    assert_eq!(zcard(&mut c, "{c}c"), in_c.len() as i64 + 3);
+    assert_eq!(zcard(&mut c, "{c}d"), in_d.len() as i64 + 3);
     let score = |c: &mut Connection, key: &str, m: i64| -> Option<f64> {
         redis::cmd("ZSCORE").arg(key).arg(m).query(c).unwrap()
     };
@@ -567,6 +604,7 @@ fn member_collisions(flavor: Flavor) {
             .query(&mut c)
             .unwrap();
         assert_eq!(n, laid.len(), "{key}: laid ids untouched");
+        assert_eq!(score(&mut c, key, 10), score(&mut c, key, 9));
     }
 
     assert_replica_matches(&master, &replica);

@@ -87,6 +87,55 @@ impl RawString for RedisString {
     }
 }
 
+/// One argument of the command being run: the server's own string,
+/// borrowed for the call. Unlike `redis_module::RedisString`, it is
+/// neither retained nor freed, and the arguments come as a slice of the
+/// server's argv, not a new vector.
+#[repr(transparent)]
+pub struct Arg(*mut raw::RedisModuleString);
+
+impl Arg {
+    /// The argument's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        let Ok(ptr_len) = api!(RedisModule_StringPtrLen) else {
+            return &[];
+        };
+        let mut len = 0usize;
+        // SAFETY: `self.0` is a string of the current command's argv, alive
+        // for the whole call, which outlives `&self`.
+        let ptr = unsafe { ptr_len(self.0, &mut len) };
+        if ptr.is_null() {
+            return &[];
+        }
+        // SAFETY: the server returned `len` readable bytes at `ptr`, owned by
+        // the string, which is neither changed nor freed during the call.
+        unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
+    }
+}
+
+impl RawString for Arg {
+    fn raw(&self) -> *mut raw::RedisModuleString {
+        self.0
+    }
+}
+
+/// The command's arguments as a slice of [`Arg`], for the duration of the
+/// call (`'a` is the handler's own scope).
+///
+/// # Safety
+/// `argv` must hold `argc` valid string pointers (or be null), alive for `'a`.
+pub unsafe fn command_args<'a>(argv: *mut *mut raw::RedisModuleString, argc: c_int) -> &'a [Arg] {
+    let Ok(n) = usize::try_from(argc) else {
+        return &[];
+    };
+    if argv.is_null() {
+        return &[];
+    }
+    // SAFETY: the caller guarantees `argc` pointers at `argv` alive for
+    // `'a`; `Arg` is a transparent wrapper of one such pointer.
+    unsafe { std::slice::from_raw_parts(argv.cast::<Arg>(), n) }
+}
+
 impl RawString for ModuleString<'_> {
     fn raw(&self) -> *mut raw::RedisModuleString {
         self.as_ptr()
@@ -256,19 +305,19 @@ pub fn has_cached_clock() -> bool {
 }
 
 /// Signals `key` as modified (WATCH, client-side caching).
-pub fn signal_modified(ctx: &Context, key: &RedisString) {
+pub fn signal_modified(ctx: &Context, key: &impl RawString) {
     if let Ok(signal) = api!(RedisModule_SignalModifiedKey) {
         // SAFETY: the live command context and a key name from argv.
-        unsafe { signal(ctx.ctx, key.inner) };
+        unsafe { signal(ctx.ctx, key.raw()) };
     }
 }
 
 /// Fires the keyspace notification `event` of `class` on `key`.
-pub fn notify(ctx: &Context, class: c_int, event: &CStr, key: &RedisString) {
+pub fn notify(ctx: &Context, class: c_int, event: &CStr, key: &impl RawString) {
     if let Ok(notify) = api!(RedisModule_NotifyKeyspaceEvent) {
         // SAFETY: the live command context, a NUL-terminated event name and a
         // key name from argv; the server copies what it keeps.
-        unsafe { notify(ctx.ctx, class, event.as_ptr(), key.inner) };
+        unsafe { notify(ctx.ctx, class, event.as_ptr(), key.raw()) };
     }
 }
 
@@ -365,8 +414,9 @@ pub fn register_info(ctx: &Context, write: fn(&mut InfoWriter)) {
 pub type CommandFn =
     extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
 
-/// Turns `fn(&Context, Vec<RedisString>) -> RedisResult` into a [`CommandFn`]
-/// that decodes the arguments and sends the reply.
+/// Turns `fn(&Context, &[Arg]) -> RedisResult` into a [`CommandFn`] that
+/// hands over the server's argv as it is (no copy, no retain) and sends the
+/// reply.
 macro_rules! command_fn {
     ($handler:path) => {{
         extern "C" fn handler(
@@ -375,7 +425,10 @@ macro_rules! command_fn {
             argc: std::os::raw::c_int,
         ) -> std::os::raw::c_int {
             let context = redis_module::Context::new(ctx);
-            let args = redis_module::decode_args(ctx, argv, argc);
+            // SAFETY: the server calls a command handler with `argc` valid
+            // argument strings at `argv`, alive until the handler returns;
+            // `args` does not outlive this function.
+            let args = unsafe { $crate::ffi::command_args(argv, argc) };
             context.reply($handler(&context, args)) as std::os::raw::c_int
         }
         handler as $crate::ffi::CommandFn
