@@ -12,6 +12,8 @@ RUST_IMAGE ?= rust:1-bookworm
 # The servers make test-docker builds stand-in images from and runs the
 # container suite on (names as in scripts/server-path.sh).
 DOCKER_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
+# The servers make bench runs on.
+BENCH_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
 # The classic builder: this project's machines have no buildx.
 DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
@@ -56,11 +58,18 @@ cluster: build ## Start a local Redis Cluster (3 masters + 3 replicas, ports 300
 cluster-stop: ## Stop the cluster started by make cluster
 	@scripts/cluster.sh stop
 
-bench: build ## Benchmark CHECK vs the Lua script (a few minutes); writes bench/results.md
-	python3 bench/bench.py --out bench/results.md $(BENCH_ARGS)
+bench: build ## Benchmark CHECK against the floor, the Lua script and CL.THROTTLE (BENCH_ARGS=--cell path) on every server, and count instructions per call; writes bench/results-<server>.md, bench/instructions.md
+	@for server in $(BENCH_SERVERS); do \
+		python3 bench/bench.py --server $$server --out bench/results-$$server.md $(BENCH_ARGS) || exit 1; \
+	done
+	@rm -f bench/instructions.md
+	@for server in $(BENCH_SERVERS); do \
+		python3 bench/instructions.py --server $$server --out bench/instructions.md $(filter --cell=%,$(BENCH_ARGS)) $(INSTR_ARGS) || exit 1; \
+	done
 
 bench-smoke: build ## A short run of the benchmark (checks it works and stops its server; numbers are not meaningful)
 	python3 bench/bench.py --scale 0.02 --rounds 1
+	python3 bench/instructions.py --keys 20
 	scripts/test-bench-stops.sh
 
 docker: ## Build the image (IMAGE, REDIS_IMAGE, RUST_IMAGE; pulls the base images)

@@ -9,6 +9,7 @@
 #   redis (redis-py)  the benchmark and the Python examples
 #   busybox           the shell of the stand-in image that make test-docker builds
 #   node-redis        Debian's package of the official Node.js client, for examples/node
+#   valgrind          callgrind, for the benchmark's instructions per call (bench/instructions.py)
 # Uses apt-get as root (or through sudo) and pip. Where it cannot install, it
 # names the exact command and fails.
 set -euo pipefail
@@ -31,6 +32,8 @@ command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 scripts/find-libclang.sh >/dev/null || need_apt+=(libclang-dev)
 command -v "$PYTHON" >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
 command -v busybox >/dev/null 2>&1 || need_apt+=(busybox-static)
+# The benchmark's instruction counts (bench/instructions.py, make bench-smoke).
+{ command -v valgrind && command -v callgrind_control; } >/dev/null 2>&1 || need_apt+=(valgrind)
 # The Node.js example runs on Debian's node-redis (the official `redis` client),
 # installed under /usr/share/nodejs: Debian's node searches there by itself,
 # other builds of node (NodeSource's) need NODE_PATH, which the suite sets.
