@@ -249,12 +249,16 @@ def main():
         per_round = []
         for _ in range(rounds):
             results = {}
-            for label, parts in rows:
+            for row in rows:
+                label, parts = row[0], row[1]
                 if "PEEK" not in label.upper():
                     srv.r.flushall()
+                # A row may set the server up first (CONFIG SET ...).
+                for setup in (row[2] if len(row) > 2 else []):
+                    srv.r.execute_command(*setup)
                 results[label] = run_parts(srv, parts)
             per_round.append(results)
-        labels = [label for label, _ in rows]
+        labels = [row[0] for row in rows]
         floor = next((l for l in labels if l.startswith("floor")), None)
         lua_check = next((l for l in labels if l.startswith("Lua script")), None)
         lua_peek = next((l for l in labels if l.startswith("Lua peek")), None)
@@ -320,6 +324,17 @@ def main():
             ("SLIDEWIN.CHECK (one rule)", one(["SLIDEWIN.CHECK", "sms:__rand_int__", "5", "60000"], n(300_000), 100_000, "slidewin.check")),
             ("Lua script (one rule)", one(["EVALSHA", check_sha, "1", "lua:__rand_int__", "5", "60000", MEMBER], n(300_000), 100_000, "evalsha")),
         ], opts.rounds)
+
+        # SLIDEWIN.TOP's summary on the hot path: the same CHECK loads with
+        # slidewin.top-capacity at its default and at 0 (off), interleaved.
+        top_on = [("CONFIG", "SET", "slidewin.top-capacity", "128")]
+        top_off = [("CONFIG", "SET", "slidewin.top-capacity", "0")]
+        sms = ["SLIDEWIN.CHECK", "sms:__rand_int__", "5", "60000"]
+        table(srv, "SLIDEWIN.TOP summary on the hot path: SMS load (half denied), capacity 128 vs off", [
+            ("SLIDEWIN.CHECK, TOP on (capacity 128)", one(sms, n(1_000_000), 100_000, "slidewin.check"), top_on),
+            ("floor: SLIDEWIN.CHECK, TOP off", one(sms, n(1_000_000), 100_000, "slidewin.check"), top_off),
+        ], opts.rounds)
+        srv.r.config_set("slidewin.top-capacity", 128)
 
         emit("### memory per key (MEMORY USAGE ... SAMPLES 0)")
         emit()

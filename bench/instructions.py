@@ -103,17 +103,23 @@ def main():
                 pipe.execute_command("CL.THROTTLE", key, 4, 5, 60)
 
         check_ir = measure("check", check, 5)
+        # SLIDEWIN.TOP's summary off: what recording each decision costs.
+        srv.r.config_set("slidewin.top-capacity", 0)
+        check_off_ir = measure("checkoff", check, 5)
+        srv.r.config_set("slidewin.top-capacity", 128)
         floor_ir = measure("floor", floor, 5)
         cost_ir = measure("cost5", check_cost, 1)
         floor_cost_ir = measure("floorcost5", floor_cost, 1)
         cell_ir = measure("cell", throttle, 5) if opts.cell else None
         rows.append(f"| {opts.server} {srv.version} | {check_ir:,.0f} | {floor_ir:,.0f} | {check_ir / floor_ir:.2f} | "
                     f"{cost_ir:,.0f} | {floor_cost_ir:,.0f} | {cost_ir / floor_cost_ir:.2f} | "
-                    + (f"{cell_ir:,.0f} | {check_ir / cell_ir:.2f} |" if cell_ir else "not given | - |"))
+                    + (f"{cell_ir:,.0f} | {check_ir / cell_ir:.2f} |" if cell_ir else "not given | - |")
+                    + f" {check_off_ir:,.0f} | {check_ir / check_off_ir:.3f} |")
     finally:
         srv.stop()
     header = ("| server | CHECK (instr/call) | floor ZADD+PEXPIREAT | × floor | CHECK COST 5 | floor ZADD 5 + PEXPIREAT "
-              "| × floor | CL.THROTTLE | CHECK × CL.THROTTLE |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+              "| × floor | CL.THROTTLE | CHECK × CL.THROTTLE | CHECK, TOP off | TOP on / off |\n"
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(header)
     for r in rows:
         print(r)

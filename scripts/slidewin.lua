@@ -10,6 +10,7 @@ MODULE LOAD is not allowed (many managed Redis/Valkey services).
   FCALL    slidewin_mcheck N key1 .. keyN limit1 window_ms1 .. limitN window_msN
                              [COST count] [DETAIL] [WITHMEMBERS]
   FCALL    slidewin_undo   1 key member [member ...]
+  FCALL    slidewin_top    0            (an error: SLIDEWIN.TOP needs the module)
 
 Same semantics, replies, errors and data layout as the module's
 SLIDEWIN.CHECK / PEEK / MCHECK / UNDO: each key is a plain sorted set, one
@@ -376,3 +377,8 @@ redis.register_function{
 }
 redis.register_function('slidewin_mcheck', mcheck)
 redis.register_function('slidewin_undo', undo)
+-- SLIDEWIN.TOP needs the module's in-memory summary of every decision; a
+-- function cannot keep one.
+redis.register_function('slidewin_top', function()
+    return err('ERR slidewin_top is not available without the module: SLIDEWIN.TOP needs the module loaded (--loadmodule libslidewin.so)')
+end)

@@ -171,6 +171,10 @@ pub enum ArgError {
     RepeatedOption(&'static str),
     /// MCHECK's `numrules` is not an integer in `1..=MAX_RULES`.
     NumRules,
+    /// TOP's `count` is not an integer in `1..=MAX_TOP_COUNT`.
+    TopCount,
+    /// TOP was given both DENIED and ALLOWED.
+    TopOutcomes,
 }
 
 impl fmt::Display for ArgError {
@@ -195,6 +199,11 @@ impl fmt::Display for ArgError {
                 f,
                 "ERR numrules must be an integer between 1 and {MAX_RULES}, followed by that many 'key limit window_ms' triples"
             ),
+            ArgError::TopCount => write!(
+                f,
+                "ERR count must be an integer between 1 and {MAX_TOP_COUNT}"
+            ),
+            ArgError::TopOutcomes => f.write_str("ERR DENIED and ALLOWED exclude each other"),
         }
     }
 }
@@ -329,6 +338,69 @@ pub fn parse_multi<'a>(
             with_members: o.with_members,
         },
     })
+}
+
+/// The largest `count` of SLIDEWIN.TOP.
+pub const MAX_TOP_COUNT: i64 = 100_000;
+
+/// The validated arguments of `SLIDEWIN.TOP [count] [DENIED | ALLOWED] [RESET]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopRequest {
+    /// How many keys to list; 10 unless given.
+    pub count: usize,
+    /// Denied decisions (the default) or allowed ones.
+    pub allowed: bool,
+    /// Clear the summary after reading it.
+    pub reset: bool,
+}
+
+/// Parses the arguments of SLIDEWIN.TOP after the command name: an
+/// optional count first, then options in any order, each at most once.
+pub fn parse_top<'a>(args: impl Iterator<Item = &'a [u8]>) -> Result<TopRequest, ArgError> {
+    let mut r = TopRequest {
+        count: 10,
+        allowed: false,
+        reset: false,
+    };
+    let (mut seen_outcome, mut seen_reset) = (None::<&'static str>, false);
+    for (i, arg) in args.enumerate() {
+        if arg.eq_ignore_ascii_case(b"DENIED") || arg.eq_ignore_ascii_case(b"ALLOWED") {
+            let word = if arg.eq_ignore_ascii_case(b"DENIED") {
+                "DENIED"
+            } else {
+                "ALLOWED"
+            };
+            match seen_outcome {
+                Some(w) if w == word => return Err(ArgError::RepeatedOption(word)),
+                Some(_) => return Err(ArgError::TopOutcomes),
+                None => seen_outcome = Some(word),
+            }
+            r.allowed = word == "ALLOWED";
+        } else if arg.eq_ignore_ascii_case(b"RESET") {
+            if seen_reset {
+                return Err(ArgError::RepeatedOption("RESET"));
+            }
+            seen_reset = true;
+            r.reset = true;
+        } else if i == 0
+            && arg
+                .first()
+                .is_some_and(|b| b.is_ascii_digit() || *b == b'-')
+        {
+            r.count = positive_at_most(arg, MAX_TOP_COUNT)
+                .and_then(|c| usize::try_from(c).ok())
+                .ok_or(ArgError::TopCount)?;
+        } else if arg
+            .first()
+            .is_some_and(|b| b.is_ascii_digit() || *b == b'-')
+        {
+            // A number anywhere but first: the count is misplaced.
+            return Err(ArgError::TopCount);
+        } else {
+            return Err(ArgError::UnknownOption(printable(arg)));
+        }
+    }
+    Ok(r)
 }
 
 #[cfg(test)]

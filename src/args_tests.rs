@@ -442,3 +442,44 @@ fn mcheck_key_layout_is_one() {
     assert_eq!(mcheck_key_positions(Some(b"x"), 12).count(), 0);
     assert_eq!(mcheck_key_positions(None, 1).count(), 0);
 }
+
+#[test]
+fn top_arguments() {
+    let p = |args: &[&str]| parse_top(args.iter().map(|a| a.as_bytes()));
+    let r = |count, allowed, reset| {
+        Ok(TopRequest {
+            count,
+            allowed,
+            reset,
+        })
+    };
+    assert_eq!(p(&[]), r(10, false, false));
+    assert_eq!(p(&["3"]), r(3, false, false));
+    assert_eq!(p(&["3", "allowed"]), r(3, true, false));
+    assert_eq!(p(&["RESET", "DENIED"]), r(10, false, true));
+    assert_eq!(p(&["100000", "Allowed", "reset"]), r(100_000, true, true));
+    let cases: &[(&[&str], ArgError)] = &[
+        (&["0"], ArgError::TopCount),
+        (&["-1"], ArgError::TopCount),
+        (&["100001"], ArgError::TopCount),
+        (&["1.5"], ArgError::TopCount),
+        (&["DENIED", "5"], ArgError::TopCount),
+        (&["DENIED", "ALLOWED"], ArgError::TopOutcomes),
+        (&["allowed", "ALLOWED"], ArgError::RepeatedOption("ALLOWED")),
+        (&["RESET", "reset"], ArgError::RepeatedOption("RESET")),
+        (&["5", "LATER"], ArgError::UnknownOption("LATER".into())),
+    ];
+    for (args, expected) in cases {
+        assert_eq!(p(args).as_ref(), Err(expected), "{args:?}");
+    }
+    assert_eq!(
+        ArgError::TopCount.to_string(),
+        "ERR count must be an integer between 1 and 100000"
+    );
+}
+
+#[test]
+fn top_unknown_words_are_named() {
+    let p = |args: &[&str]| parse_top(args.iter().map(|a| a.as_bytes()));
+    assert_eq!(p(&["LATER"]), Err(ArgError::UnknownOption("LATER".into())));
+}

@@ -36,6 +36,8 @@ const fn required(name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> 
 
 /// Where a command's keys are.
 pub enum Keys {
+    /// No key (SLIDEWIN.TOP).
+    None,
     /// One key, at argv[1].
     First,
     /// A count of rules at argv[1], the first key at argv[2], then every
@@ -186,4 +188,55 @@ pub const DEBUG_PANIC: CommandDoc = CommandDoc {
     key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
     keys: Keys::First,
     args: &[KEY],
+};
+
+/// `SLIDEWIN.TOP [count] [DENIED | ALLOWED] [RESET]`.
+pub const TOP: CommandDoc = CommandDoc {
+    name: c"slidewin.top",
+    summary: c"Lists the keys with the most denied (or allowed) decisions on this node in the last slidewin.top-period-ms, most first, as [key, count, error_bound] (the true count is within error_bound below count). RESET clears the summary after reading it. Node-local, never replicated or persisted.",
+    complexity: c"O(C*log(C)) with C the summary's capacity (slidewin.top-capacity); CHECK and MCHECK pay O(log(C)) per decision to feed it.",
+    since: c"0.1.0",
+    arity: -1,
+    key_flags: 0,
+    keys: Keys::None,
+    args: &[
+        ArgDoc {
+            optional: true,
+            ..required(
+                c"count",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+            )
+        },
+        ArgDoc {
+            optional: true,
+            subargs: &[
+                ArgDoc {
+                    token: Some(c"DENIED"),
+                    ..required(
+                        c"denied",
+                        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+                    )
+                },
+                ArgDoc {
+                    token: Some(c"ALLOWED"),
+                    ..required(
+                        c"allowed",
+                        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+                    )
+                },
+            ],
+            ..required(
+                c"outcome",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
+            )
+        },
+        ArgDoc {
+            token: Some(c"RESET"),
+            optional: true,
+            ..required(
+                c"reset",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+            )
+        },
+    ],
 };

@@ -28,7 +28,7 @@ pub struct CommandSpec {
     pub acl_categories: &'static CStr,
 }
 
-pub const COMMANDS: [CommandSpec; 4] = [
+pub const COMMANDS: [CommandSpec; 5] = [
     CommandSpec {
         doc: &command_info::CHECK,
         handler: command_fn!(commands::check),
@@ -60,6 +60,15 @@ pub const COMMANDS: [CommandSpec; 4] = [
         flags: c"write fast",
         keys: (1, 1, 1),
         acl_categories: c"write sortedset fast",
+    },
+    CommandSpec {
+        // Keyless; it reveals key names from the whole keyspace, so it is
+        // an admin command (which makes it @admin and @dangerous) and slow.
+        doc: &command_info::TOP,
+        handler: command_fn!(commands::top),
+        flags: c"admin",
+        keys: (0, 0, 0),
+        acl_categories: c"admin dangerous slow",
     },
 ];
 
@@ -106,7 +115,8 @@ mod tests {
                 c"slidewin.check",
                 c"slidewin.peek",
                 c"slidewin.mcheck",
-                c"slidewin.undo"
+                c"slidewin.undo",
+                c"slidewin.top"
             ]
         );
         for c in COMMANDS.iter().chain(&FAULT_COMMANDS) {
@@ -114,31 +124,41 @@ mod tests {
             assert!(!c.doc.summary.is_empty(), "{name}: summary");
             assert!(!c.doc.complexity.is_empty(), "{name}: complexity");
             assert!(!c.doc.args.is_empty(), "{name}: arguments");
-            // At least the name and a key: variadic (negative) or exactly 2.
-            assert!(
-                c.doc.arity <= -3 || c.doc.arity == 2,
-                "{name}: arity {}",
-                c.doc.arity
-            );
             let flags = c.flags.to_string_lossy();
+            let cats = c.acl_categories.to_string_lossy();
+            let has = |f: &str| flags.split(' ').any(|x| x == f);
             // The legacy key triple agrees with the key spec.
             match c.doc.keys {
+                Keys::None => {
+                    assert_eq!(c.keys, (0, 0, 0), "{name}");
+                    assert_eq!(c.doc.arity, -1, "{name}: any arguments");
+                    // Keyless: an admin command, and its categories say so.
+                    assert!(has("admin"), "{name}: {flags}");
+                    assert!(cats.starts_with("admin dangerous "), "{name}: {cats}");
+                }
                 Keys::First => assert_eq!(c.keys, (1, 1, 1), "{name}"),
                 Keys::Counted { .. } => {
                     assert_eq!(c.keys, (0, 0, 0), "{name}");
-                    assert!(flags.contains("getkeys-api"), "{name}: {flags}");
+                    assert!(has("getkeys-api"), "{name}: {flags}");
                 }
             }
-            // Read or write, and the matching category.
-            let cats = c.acl_categories.to_string_lossy();
-            let writes = flags.split(' ').any(|f| f == "write");
-            assert_eq!(writes, !flags.split(' ').any(|f| f == "readonly"), "{name}");
-            assert!(
-                cats.starts_with(if writes { "write " } else { "read " }),
-                "{name}: {cats}"
-            );
+            if !matches!(c.doc.keys, Keys::None) {
+                // At least the name and a key: variadic (negative) or exactly 2.
+                assert!(
+                    c.doc.arity <= -3 || c.doc.arity == 2,
+                    "{name}: arity {}",
+                    c.doc.arity
+                );
+                // Read or write, and the matching category.
+                let writes = has("write");
+                assert_eq!(writes, !has("readonly"), "{name}");
+                assert!(
+                    cats.starts_with(if writes { "write " } else { "read " }),
+                    "{name}: {cats}"
+                );
+            }
             // fast commands are @fast, the others @slow.
-            let fast = flags.split(' ').any(|f| f == "fast");
+            let fast = has("fast");
             assert!(
                 cats.ends_with(if fast { " fast" } else { " slow" }),
                 "{name}: {cats}"

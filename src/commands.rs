@@ -7,9 +7,10 @@ use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
 use crate::args::{self, ArgError, Command, Reply};
 use crate::ffi::Arg;
+use crate::top::Outcome;
 use crate::window::{self, Detail, KeyedRule, Verdict};
 use crate::zset_log::ZsetLog;
-use crate::{clock, config, stats};
+use crate::{clock, config, hitters, stats};
 
 impl From<ArgError> for RedisError {
     fn from(e: ArgError) -> Self {
@@ -74,6 +75,20 @@ fn reply(options: Reply, limit: u64, verdict: &Verdict) -> RedisValue {
     }
 }
 
+/// Charges a decision on `key` to the node's heavy hitters; a denial also
+/// fires the keyspace event `slidewin.denied` (class `d`, module events).
+fn observe(ctx: &Context, now_ms: i64, allowed: bool, key: &Arg) {
+    hitters::record(now_ms, allowed, key.as_slice());
+    if !allowed {
+        crate::ffi::notify(
+            ctx,
+            redis_module::raw::REDISMODULE_NOTIFY_MODULE as std::os::raw::c_int,
+            c"slidewin.denied",
+            key,
+        );
+    }
+}
+
 fn execute(ctx: &Context, argv: &[Arg], command: Command) -> RedisResult {
     let [_, key, rest @ ..] = argv else {
         return Err(RedisError::WrongArity);
@@ -85,6 +100,8 @@ fn execute(ctx: &Context, argv: &[Arg], command: Command) -> RedisResult {
             let mut log = ZsetLog::open_write(ctx, key)?;
             let verdict = window::check(&mut log, now, &request.rule, request.reply.want())?;
             stats::record_check(verdict.allowed, verdict.added);
+            drop(log);
+            observe(ctx, now, verdict.allowed, key);
             verdict
         }
         Command::Peek => {
@@ -145,6 +162,18 @@ fn execute_multi(ctx: &Context, argv: &[Arg]) -> RedisResult {
     let want = request.reply.want();
     let v = window::mcheck(&mut logs, &rules, now, request.cost, want)?;
     stats::record_check(v.allowed, v.members.len() as u64 * logs.len() as u64);
+    drop(logs);
+    if v.allowed {
+        for key in &keys {
+            observe(ctx, now, true, key);
+        }
+    } else {
+        for &i in &v.refused_logs {
+            if let Some(key) = keys.get(i) {
+                observe(ctx, now, false, key);
+            }
+        }
+    }
     if !request.reply.detail {
         return Ok(RedisValue::Integer(i64::from(v.allowed)));
     }
@@ -174,6 +203,30 @@ fn execute_undo(ctx: &Context, argv: &[Arg]) -> RedisResult {
     Ok(int(removed))
 }
 
+fn execute_top(argv: &[Arg]) -> RedisResult {
+    let request = args::parse_top(argv.iter().skip(1).map(|a| a.as_slice()))?;
+    let now = server_now()?;
+    let outcome = if request.allowed {
+        Outcome::Allowed
+    } else {
+        Outcome::Denied
+    };
+    let list = hitters::top(now, outcome, request.count, request.reset).map_err(|_| {
+        RedisError::Str("ERR the heavy-hitters summary is off: slidewin.top-capacity is 0")
+    })?;
+    Ok(RedisValue::Array(
+        list.into_iter()
+            .map(|h| {
+                RedisValue::Array(vec![
+                    RedisValue::StringBuffer(h.key),
+                    int(h.count),
+                    int(h.error),
+                ])
+            })
+            .collect(),
+    ))
+}
+
 /// `SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL] [WITHMEMBERS]`
 ///
 /// Trims the entries of `key` scored at or below `now - window_ms`; if
@@ -201,6 +254,16 @@ pub fn mcheck(ctx: &Context, argv: &[Arg]) -> RedisResult {
 /// were removed. Replicated as `ZREM` of the removed members.
 pub fn undo(ctx: &Context, argv: &[Arg]) -> RedisResult {
     counted(guarded(|| execute_undo(ctx, argv)))
+}
+
+/// `SLIDEWIN.TOP [count] [DENIED | ALLOWED] [RESET]`
+///
+/// The `count` keys (10 unless given) with the most denied (or allowed)
+/// decisions on this node in the last `slidewin.top-period-ms`, most first,
+/// as `[key, count, error_bound]`: the true count lies in
+/// `[count - error_bound, count]`. RESET clears the summary after reading.
+pub fn top(_ctx: &Context, argv: &[Arg]) -> RedisResult {
+    counted(guarded(|| execute_top(argv)))
 }
 
 /// `SLIDEWIN.PEEK key limit window_ms [COST count]`

@@ -13,6 +13,11 @@
 //! categories) and `cached_clock` (the server exports
 //! `RedisModule_CachedMicroseconds`, so one clock value holds for a whole
 //! MULTI or script).
+//!
+//! A third, `slidewin_top`, describes the heavy-hitters summary behind
+//! SLIDEWIN.TOP: `top_capacity` (keys per epoch and outcome; 0 is off),
+//! `top_period_ms`, `top_keys_tracked` (over every epoch and both outcomes)
+//! and `top_memory_bytes` (what it holds; bounded by the capacity).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -75,7 +80,8 @@ pub fn capabilities() -> [(&'static std::ffi::CStr, u64); 2] {
     ]
 }
 
-/// The INFO sections: `slidewin_stats` and `slidewin_capabilities`.
+/// The INFO sections: `slidewin_stats`, `slidewin_capabilities` and
+/// `slidewin_top`.
 fn write_info(info: &mut InfoWriter) {
     info.section(c"stats");
     for (name, value) in snapshot() {
@@ -85,6 +91,12 @@ fn write_info(info: &mut InfoWriter) {
     for (name, value) in capabilities() {
         info.field(name, value);
     }
+    let (capacity, period_ms, keys, bytes) = crate::hitters::info();
+    info.section(c"top");
+    info.field(c"top_capacity", capacity);
+    info.field(c"top_period_ms", period_ms);
+    info.field(c"top_keys_tracked", keys);
+    info.field(c"top_memory_bytes", bytes);
 }
 
 /// Installs the module's INFO sections.

@@ -362,6 +362,9 @@ pub struct MultiVerdict {
     pub members: Vec<i64>,
     /// Expired entries removed over all logs.
     pub trimmed: u64,
+    /// The logs with a rule that had no room, each once, in order (empty
+    /// when allowed): who the denial is charged to.
+    pub refused_logs: Vec<usize>,
 }
 
 /// The longest window any rule gives log `log`, if a rule names it.
@@ -604,7 +607,16 @@ pub fn mcheck<L: WindowLog>(
         admitted.as_ref(),
         want.detail,
     )?;
+    let mut refused_logs: Vec<usize> = Vec::new();
+    if !allowed {
+        for (r, &n) in rules.iter().zip(&counts) {
+            if !fits(n, &r.with_cost(cost)) && !refused_logs.contains(&r.key) {
+                refused_logs.push(r.key);
+            }
+        }
+    }
     Ok(MultiVerdict {
+        refused_logs,
         allowed,
         retry_after_ms: if allowed { 0 } else { d.retry_after_ms },
         rules: d.details,

@@ -683,3 +683,20 @@ fn mcheck_shares_short_ids_above_every_key() {
     assert_eq!(logs[0].members, [4, 5]);
     assert_eq!(logs[1].members, [1, 2, 3, 4, 5]);
 }
+
+#[test]
+fn mcheck_charges_a_denial_to_the_keys_without_room() {
+    // ip: 5 per minute (room); phone: 1 per minute (full) and 10 per day.
+    let rules = [
+        rule(0, 5, 60_000),
+        rule(1, 1, 60_000),
+        rule(1, 10, 86_400_000),
+    ];
+    let mut logs = vec![MemoryLog::default(), MemoryLog::default()];
+    let v = unwrap(mcheck(&mut logs, &rules, 1_000, 1, false));
+    assert!(v.allowed);
+    assert!(v.refused_logs.is_empty());
+    let v = unwrap(mcheck(&mut logs, &rules, 1_001, 1, false));
+    assert!(!v.allowed);
+    assert_eq!(v.refused_logs, [1], "the phone key, once");
+}

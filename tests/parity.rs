@@ -139,6 +139,15 @@ fn errors(flavor: Flavor) {
             other => panic!("{args:?}: both must fail: {other:?}"),
         }
     }
+    // SLIDEWIN.TOP needs the module's summary: the function says so.
+    let err = redis::cmd("FCALL")
+        .arg(&["slidewin_top", "0"])
+        .query::<Value>(&mut c)
+        .expect_err("slidewin_top is not available");
+    assert!(
+        error_text(&err).starts_with("ERR slidewin_top is not available without the module"),
+        "{err:?}"
+    );
 }
 
 /// Compares two replies: integers equal, except the waits (`timing`

@@ -420,7 +420,17 @@ fn peek_writes_nothing(flavor: Flavor) {
     // The marker write of drain() is the first thing propagated after this.
     assert_eq!((digest(&mut c), aof_size(&mut c)), before);
     assert_eq!(repl_offset(&mut c), offset_before, "nothing propagated");
-    assert_eq!(events.drain(&mut c), Vec::new(), "no keyspace event");
+    // The only events: one slidewin.denied per denial (module class `d`,
+    // not a write), on both channels; the MCHECK names its key once.
+    let seen = events.drain(&mut c);
+    assert_eq!(seen.len(), 8, "{seen:?}");
+    assert!(
+        seen.iter().all(
+            |(ch, msg)| (ch == "__keyspace@0__:full" && msg == "slidewin.denied")
+                || (ch == "__keyevent@0__:slidewin.denied" && msg == "full")
+        ),
+        "no keyspace event but the denials: {seen:?}"
+    );
     // The check can fail: a write moves the offset and fires an event.
     assert_eq!(check(&mut c, "full", 3, 600_000), 1);
     assert_ne!(repl_offset(&mut c), offset_before);
@@ -587,7 +597,9 @@ fn config_load_and_runtime(flavor: Flavor) {
         .arg("slidewin.*")
         .query(&mut c)
         .unwrap();
-    assert_eq!(all.len(), 2, "{all:?}");
+    assert_eq!(all.len(), 4, "{all:?}");
+    assert_eq!(all["slidewin.top-capacity"], "128");
+    assert_eq!(all["slidewin.top-period-ms"], "300000");
     let err = slidewin(&mut c, "SLIDEWIN.CHECK", &["k", "11", "1000"]).expect_err("limit");
     assert_eq!(
         error_text(&err),
@@ -745,6 +757,7 @@ fn command_docs(flavor: Flavor) {
         .arg("DOCS")
         .arg("slidewin.check")
         .arg("slidewin.peek")
+        .arg("slidewin.top")
         .query(&mut c)
         .unwrap();
     let docs = as_map(&docs);
@@ -767,6 +780,14 @@ fn command_docs(flavor: Flavor) {
                 ("limit", "integer", None),
                 ("window_ms", "integer", None),
                 ("count", "integer", Some("COST")),
+            ][..],
+        ),
+        (
+            "slidewin.top",
+            &[
+                ("count", "integer", None),
+                ("outcome", "oneof", None),
+                ("reset", "pure-token", Some("RESET")),
             ][..],
         ),
     ] {
@@ -990,9 +1011,17 @@ fn events_and_watch(flavor: Flavor) {
             ch.rsplit(':').next().unwrap_or("")
         })
         .collect();
+    // The seed script's events for the allowed call, then the denial's.
     assert_eq!(
         names,
-        ["zadd", "zremrangebyscore", "del", "zadd", "expire"],
+        [
+            "zadd",
+            "zremrangebyscore",
+            "del",
+            "zadd",
+            "expire",
+            "slidewin.denied"
+        ],
         "{seen:?}"
     );
     // Every keyevent message has its keyspace twin.

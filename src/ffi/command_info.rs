@@ -29,7 +29,8 @@ fn zeroed_arg() -> raw::RedisModuleCommandArg {
 
 fn key_spec(keys: &Keys, flags: u32) -> raw::RedisModuleCommandKeySpec {
     let (find_keys_type, fk) = match keys {
-        Keys::First => (
+        // `None` never reaches here (a keyless command has no key spec).
+        Keys::None | Keys::First => (
             raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
             raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
                 range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
@@ -55,6 +56,7 @@ fn key_spec(keys: &Keys, flags: u32) -> raw::RedisModuleCommandKeySpec {
         ),
     };
     let (pos, flags) = match keys {
+        Keys::None => (0, flags),
         Keys::First => (1, flags),
         Keys::Counted { .. } => (
             crate::args::MCHECK_FIRST_KEY as c_int,
@@ -129,7 +131,10 @@ pub fn set_command_info(ctx: &Context, doc: &CommandDoc) -> Result<(), StoreErro
         sizeof_arg: size_of::<raw::RedisModuleCommandArg>(),
     };
     // Both arrays end with a zeroed terminator, as the API requires.
-    let mut key_specs = [key_spec(&doc.keys, doc.key_flags), zeroed_key_spec()];
+    let mut key_specs = match doc.keys {
+        Keys::None => vec![zeroed_key_spec()],
+        _ => vec![key_spec(&doc.keys, doc.key_flags), zeroed_key_spec()],
+    };
     let mut keep = Vec::new();
     let args = raw_args(doc.args, &mut keep);
     let mut info = raw::RedisModuleCommandInfo {

@@ -1,0 +1,514 @@
+//! Who is being limited: the heavy hitters among the keys of recent
+//! decisions, in fixed memory. Pure: no Redis types; the clock is an
+//! argument.
+//!
+//! Each outcome (denied, allowed) keeps [`EPOCHS`] rotating epochs of
+//! `period_ms / EPOCHS` each, and each epoch a Space-Saving summary
+//! (Metwally, Agrawal, El Abbadi, 2005) of `capacity` keys: a key already
+//! tracked counts up; a new key takes a free slot, or replaces the key with
+//! the smallest count `m` and starts at `m + 1` with error `m`. So every
+//! tracked key's true count lies in `[count - error, count]`, a key seen
+//! more than `N / capacity` times in an epoch of `N` records is tracked,
+//! and while an epoch has met fewer keys than `capacity` its counts are
+//! exact. A query merges the epochs still inside the period; an epoch
+//! older than the period is cleared when its slot comes round again, so a
+//! wave fades out on its own.
+//!
+//! Recording costs one hash of the key (at most [`MAX_KEY_BYTES`] of it),
+//! a probe of an open-addressing table and a sift in a heap of `capacity`:
+//! O(log capacity), no allocation once an epoch's slots have been used.
+
+/// Epochs per period: the counts cover between 3/4 of the period and the
+/// whole of it.
+pub const EPOCHS: usize = 4;
+/// Longer keys are tracked by their first this-many bytes (reported with
+/// `...` appended), which bounds the memory of a slot.
+pub const MAX_KEY_BYTES: usize = 256;
+/// Default of `slidewin.top-capacity`.
+pub const DEFAULT_CAPACITY: i64 = 128;
+/// Largest `slidewin.top-capacity`.
+pub const MAX_CAPACITY: i64 = 100_000;
+/// Default of `slidewin.top-period-ms`: five minutes.
+pub const DEFAULT_PERIOD_MS: i64 = 300_000;
+/// Smallest and largest `slidewin.top-period-ms`.
+pub const MIN_PERIOD_MS: i64 = 100;
+pub const MAX_PERIOD_MS: i64 = 86_400_000;
+
+const EMPTY: u32 = u32::MAX;
+
+/// Which decisions a summary counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Denied,
+    Allowed,
+}
+
+/// One tracked key.
+#[derive(Debug, Clone)]
+struct Slot {
+    key: Vec<u8>,
+    /// Whether `key` was cut to `MAX_KEY_BYTES`.
+    truncated: bool,
+    hash: u64,
+    count: u64,
+    error: u64,
+    /// Where this slot is in the heap.
+    heap_pos: u32,
+}
+
+/// A Space-Saving summary of at most `capacity` keys.
+#[derive(Debug, Clone, Default)]
+struct SpaceSaving {
+    capacity: usize,
+    slots: Vec<Slot>,
+    /// Slot indices as a min-heap on count.
+    heap: Vec<u32>,
+    /// Open addressing (linear probing) from key hash to slot index; a
+    /// power of two at least twice the capacity.
+    table: Vec<u32>,
+    /// Records counted.
+    total: u64,
+}
+
+/// FNV-1a over the key: attacker-chosen keys can only lengthen probes in a
+/// table of at most `4 * capacity` entries.
+fn hash(key: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The tracked form of a key: at most `MAX_KEY_BYTES`, and whether it was cut.
+fn tracked(key: &[u8]) -> (&[u8], bool) {
+    match key.get(..MAX_KEY_BYTES) {
+        Some(head) if key.len() > MAX_KEY_BYTES => (head, true),
+        _ => (key, false),
+    }
+}
+
+impl SpaceSaving {
+    fn new(capacity: usize) -> Self {
+        let table_len = capacity.saturating_mul(2).max(2).next_power_of_two();
+        SpaceSaving {
+            capacity,
+            slots: Vec::new(),
+            heap: Vec::new(),
+            table: vec![EMPTY; if capacity == 0 { 0 } else { table_len }],
+            total: 0,
+        }
+    }
+
+    fn clear(&mut self) {
+        // Keep the slots' key buffers for reuse; forget their contents.
+        self.heap.clear();
+        self.table.iter_mut().for_each(|t| *t = EMPTY);
+        self.total = 0;
+    }
+
+    fn mask(&self) -> usize {
+        self.table.len().saturating_sub(1)
+    }
+
+    /// The table position holding `key`, or the empty one where it would go.
+    fn find(&self, key: &[u8], h: u64) -> Option<(usize, Option<usize>)> {
+        if self.table.is_empty() {
+            return None;
+        }
+        let mask = self.mask();
+        let mut i = (h as usize) & mask;
+        for _ in 0..self.table.len() {
+            let at = *self.table.get(i)?;
+            if at == EMPTY {
+                return Some((i, None));
+            }
+            let slot = self.slots.get(at as usize)?;
+            if slot.hash == h && slot.key == key {
+                return Some((i, Some(at as usize)));
+            }
+            i = (i + 1) & mask;
+        }
+        None
+    }
+
+    /// Removes the table entry at `i` (backward-shift deletion, so probes
+    /// never need tombstones).
+    fn unlink(&mut self, mut i: usize) {
+        let mask = self.mask();
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            let Some(&at) = self.table.get(j) else {
+                return;
+            };
+            if at == EMPTY {
+                break;
+            }
+            let home = self
+                .slots
+                .get(at as usize)
+                .map_or(j, |s| (s.hash as usize) & mask);
+            // Move the entry at j back to i unless its home lies in (i, j].
+            let stays = if i <= j {
+                i < home && home <= j
+            } else {
+                i < home || home <= j
+            };
+            if !stays {
+                if let Some(t) = self.table.get_mut(i) {
+                    *t = at;
+                }
+                i = j;
+            }
+        }
+        if let Some(t) = self.table.get_mut(i) {
+            *t = EMPTY;
+        }
+    }
+
+    fn count_at(&self, heap_index: usize) -> u64 {
+        self.heap
+            .get(heap_index)
+            .and_then(|&s| self.slots.get(s as usize))
+            .map_or(u64::MAX, |s| s.count)
+    }
+
+    fn swap(&mut self, a: usize, b: usize) {
+        self.heap.swap(a, b);
+        for i in [a, b] {
+            if let Some(&s) = self.heap.get(i) {
+                if let Some(slot) = self.slots.get_mut(s as usize) {
+                    slot.heap_pos = i as u32;
+                }
+            }
+        }
+    }
+
+    /// Restores the heap below `i` after its count grew.
+    fn sift_down(&mut self, mut i: usize) {
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut least = i;
+            if l < self.heap.len() && self.count_at(l) < self.count_at(least) {
+                least = l;
+            }
+            if r < self.heap.len() && self.count_at(r) < self.count_at(least) {
+                least = r;
+            }
+            if least == i {
+                return;
+            }
+            self.swap(i, least);
+            i = least;
+        }
+    }
+
+    fn sift_up(&mut self, mut i: usize) {
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if self.count_at(parent) <= self.count_at(i) {
+                return;
+            }
+            self.swap(i, parent);
+            i = parent;
+        }
+    }
+
+    /// Counts one record of `key`.
+    fn record(&mut self, key: &[u8]) {
+        if self.capacity == 0 {
+            return;
+        }
+        let (key, truncated) = tracked(key);
+        let h = hash(key);
+        let Some((pos, found)) = self.find(key, h) else {
+            return;
+        };
+        self.total = self.total.saturating_add(1);
+        if let Some(s) = found {
+            if let Some(slot) = self.slots.get_mut(s) {
+                slot.count = slot.count.saturating_add(1);
+                let at = slot.heap_pos as usize;
+                self.sift_down(at);
+            }
+            return;
+        }
+        if self.heap.len() < self.capacity {
+            // A free slot: reuse a cleared one's buffer or add one.
+            let s = self.heap.len();
+            let slot = Slot {
+                key: Vec::new(),
+                truncated,
+                hash: h,
+                count: 1,
+                error: 0,
+                heap_pos: s as u32,
+            };
+            match self.slots.get_mut(s) {
+                Some(old) => {
+                    let mut buf = std::mem::take(&mut old.key);
+                    buf.clear();
+                    buf.extend_from_slice(key);
+                    *old = Slot { key: buf, ..slot };
+                }
+                None => {
+                    self.slots.push(Slot {
+                        key: key.to_vec(),
+                        ..slot
+                    });
+                }
+            }
+            self.heap.push(s as u32);
+            if let Some(t) = self.table.get_mut(pos) {
+                *t = s as u32;
+            }
+            self.sift_up(s);
+            return;
+        }
+        // Full: the key with the smallest count gives its slot up.
+        let Some(&victim) = self.heap.first() else {
+            return;
+        };
+        let old_pos = self
+            .slots
+            .get(victim as usize)
+            .and_then(|v| self.find(&v.key, v.hash));
+        if let Some((old_pos, Some(_))) = old_pos {
+            self.unlink(old_pos);
+        }
+        let Some(mut buf) = self
+            .slots
+            .get_mut(victim as usize)
+            .map(|v| std::mem::take(&mut v.key))
+        else {
+            return;
+        };
+        // The table may have shifted: find the new key's place again.
+        buf.clear();
+        buf.extend_from_slice(key);
+        let Some((pos, _)) = self.find(key, h) else {
+            return;
+        };
+        if let Some(v) = self.slots.get_mut(victim as usize) {
+            let min = v.count;
+            v.key = buf;
+            v.truncated = truncated;
+            v.hash = h;
+            v.error = min;
+            v.count = min.saturating_add(1);
+        }
+        if let Some(t) = self.table.get_mut(pos) {
+            *t = victim;
+        }
+        self.sift_down(0);
+    }
+
+    /// The smallest count when every slot is taken: the most an untracked
+    /// key can have been seen; 0 while there is room.
+    fn floor(&self) -> u64 {
+        if self.heap.len() < self.capacity {
+            0
+        } else {
+            self.count_at(0)
+        }
+    }
+
+    fn tracked(&self) -> impl Iterator<Item = &Slot> {
+        self.heap.iter().filter_map(|&s| self.slots.get(s as usize))
+    }
+
+    fn bytes(&self) -> usize {
+        let slots: usize = self
+            .slots
+            .iter()
+            .map(|s| std::mem::size_of::<Slot>() + s.key.capacity())
+            .sum();
+        slots + self.heap.capacity() * 4 + self.table.capacity() * 4
+    }
+}
+
+/// One epoch of one outcome.
+#[derive(Debug, Clone, Default)]
+struct Epoch {
+    /// Which epoch (`now_ms / epoch_ms`) it holds, if any.
+    number: Option<i64>,
+    summary: SpaceSaving,
+}
+
+/// The heavy hitters of denied and of allowed decisions.
+#[derive(Debug, Clone)]
+pub struct Top {
+    capacity: usize,
+    period_ms: i64,
+    denied: Vec<Epoch>,
+    allowed: Vec<Epoch>,
+}
+
+/// One reported key: its name, its count over the period (an upper bound)
+/// and how far above the true count it may be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hitter {
+    pub key: Vec<u8>,
+    pub count: u64,
+    pub error: u64,
+}
+
+impl Top {
+    /// A summary of `capacity` keys per epoch (0: off) over `period_ms`.
+    pub fn new(capacity: i64, period_ms: i64) -> Self {
+        let capacity = usize::try_from(capacity.clamp(0, MAX_CAPACITY)).unwrap_or(0);
+        let epochs = || {
+            (0..EPOCHS)
+                .map(|_| Epoch {
+                    number: None,
+                    summary: SpaceSaving::new(capacity),
+                })
+                .collect()
+        };
+        Top {
+            capacity,
+            period_ms: period_ms.clamp(MIN_PERIOD_MS, MAX_PERIOD_MS),
+            denied: epochs(),
+            allowed: epochs(),
+        }
+    }
+
+    /// Whether this summary has the given settings.
+    pub fn has_settings(&self, capacity: i64, period_ms: i64) -> bool {
+        usize::try_from(capacity).ok() == Some(self.capacity)
+            && period_ms.clamp(MIN_PERIOD_MS, MAX_PERIOD_MS) == self.period_ms
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.capacity > 0
+    }
+
+    fn epoch_ms(&self) -> i64 {
+        (self.period_ms / EPOCHS as i64).max(1)
+    }
+
+    fn epochs_mut(&mut self, outcome: Outcome) -> &mut Vec<Epoch> {
+        match outcome {
+            Outcome::Denied => &mut self.denied,
+            Outcome::Allowed => &mut self.allowed,
+        }
+    }
+
+    /// Counts one decision on `key` at `now_ms`.
+    pub fn record(&mut self, now_ms: i64, outcome: Outcome, key: &[u8]) {
+        if self.capacity == 0 {
+            return;
+        }
+        let number = now_ms.div_euclid(self.epoch_ms());
+        let slot = number.rem_euclid(EPOCHS as i64) as usize;
+        let Some(epoch) = self.epochs_mut(outcome).get_mut(slot) else {
+            return;
+        };
+        if epoch.number != Some(number) {
+            epoch.summary.clear();
+            epoch.number = Some(number);
+        }
+        epoch.summary.record(key);
+    }
+
+    /// The `count` keys with the most decisions of `outcome` in the period
+    /// up to `now_ms`, most first (ties by key).
+    pub fn top(&self, now_ms: i64, outcome: Outcome, count: usize) -> Vec<Hitter> {
+        let current = now_ms.div_euclid(self.epoch_ms());
+        let epochs = match outcome {
+            Outcome::Denied => &self.denied,
+            Outcome::Allowed => &self.allowed,
+        };
+        let live: Vec<&SpaceSaving> = epochs
+            .iter()
+            .filter(|e| {
+                e.number
+                    .is_some_and(|n| n <= current && n > current - EPOCHS as i64)
+            })
+            .map(|e| &e.summary)
+            .collect();
+        let mut merged: std::collections::HashMap<(&[u8], bool), (u64, u64)> =
+            std::collections::HashMap::new();
+        for s in &live {
+            for slot in s.tracked() {
+                merged.entry((&slot.key, slot.truncated)).or_insert((0, 0));
+            }
+        }
+        let mut out: Vec<Hitter> = merged
+            .into_keys()
+            .map(|(key, truncated)| {
+                let (mut count, mut error) = (0u64, 0u64);
+                let h = hash(key);
+                for s in &live {
+                    match s.find(key, h).and_then(|(_, found)| found) {
+                        Some(i) => {
+                            if let Some(slot) = s.slots.get(i) {
+                                count = count.saturating_add(slot.count);
+                                error = error.saturating_add(slot.error);
+                            }
+                        }
+                        None => {
+                            let floor = s.floor();
+                            count = count.saturating_add(floor);
+                            error = error.saturating_add(floor);
+                        }
+                    }
+                }
+                let mut name = key.to_vec();
+                if truncated {
+                    name.extend_from_slice(b"...");
+                }
+                Hitter {
+                    key: name,
+                    count,
+                    error,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
+        out.truncate(count);
+        out
+    }
+
+    /// Forgets every count.
+    pub fn reset(&mut self) {
+        for e in self.denied.iter_mut().chain(self.allowed.iter_mut()) {
+            e.summary.clear();
+            e.number = None;
+        }
+    }
+
+    /// Keys tracked now, over every epoch and both outcomes.
+    pub fn tracked_keys(&self) -> usize {
+        self.denied
+            .iter()
+            .chain(&self.allowed)
+            .map(|e| e.summary.heap.len())
+            .sum()
+    }
+
+    /// Bytes the summary holds (its structures and key buffers).
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self
+                .denied
+                .iter()
+                .chain(&self.allowed)
+                .map(|e| std::mem::size_of::<Epoch>() + e.summary.bytes())
+                .sum::<usize>()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn period_ms(&self) -> i64 {
+        self.period_ms
+    }
+}
+
+#[cfg(test)]
+#[path = "top_tests.rs"]
+mod tests;
