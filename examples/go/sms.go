@@ -1,46 +1,101 @@
-// slidewin from Go with go-redis (go get github.com/redis/go-redis/v9).
+// slidewin from Go with redigo (github.com/gomodule/redigo), as Debian
+// packages it (golang-github-gomodule-redigo-dev, GOPATH mode):
 //
-//	go run examples/go/sms.go        (a server with the module on 127.0.0.1:6379)
+//	GO111MODULE=off GOPATH=/usr/share/gocode go run examples/go/sms.go [host:port]
 //
-// SLIDEWIN.CHECK with DETAIL; a denial becomes HTTP 429 with Retry-After.
-// On Redis Cluster use redis.NewClusterClient and a hash tag ({user:42}) in
-// keys that one SLIDEWIN.MCHECK judges together.
+// (`make deps` installs both; the suite runs this file against a server.)
+// SLIDEWIN.CHECK with DETAIL for the SMS rule (5 codes per IP per minute);
+// a denial becomes HTTP 429 with the RateLimit headers and Retry-After.
+// Then the whole SMS policy in one SLIDEWIN.MCHECK, and UNDO when the
+// provider fails.
+//
+// With go-redis instead (github.com/redis/go-redis/v9, Go modules): the
+// same commands through rdb.Do(ctx, "SLIDEWIN.CHECK", key, 5, 60000,
+// "DETAIL").Int64Slice(); on Redis Cluster use redis.NewClusterClient and
+// put one hash tag ({user:42}) in every key one MCHECK judges together.
 package main
 
 import (
-	"context"
 	"fmt"
-	"net/http"
+	"os"
 	"strconv"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/gomodule/redigo/redis"
 )
 
-// smsAllowed returns the HTTP status and Retry-After for one SMS code request.
-func smsAllowed(ctx context.Context, rdb *redis.Client, ip string) (int, string, error) {
-	// [allowed, limit, remaining, retry_after_ms, reset_after_ms]
-	v, err := rdb.Do(ctx, "SLIDEWIN.CHECK", "sms:limit:"+ip, 5, 60000, "DETAIL").Int64Slice()
-	if err != nil {
-		return 0, "", err
+// headers turns the five DETAIL fields [allowed, limit, remaining,
+// retry_after_ms, reset_after_ms] into an HTTP status and the IETF
+// RateLimit header fields, as the Python client's Decision.headers() does.
+func headers(v []int64) (int, map[string]string) {
+	secs := func(ms int64) string { return strconv.FormatInt((ms+999)/1000, 10) }
+	h := map[string]string{
+		"RateLimit-Limit":     strconv.FormatInt(v[1], 10),
+		"RateLimit-Remaining": strconv.FormatInt(v[2], 10),
+		"RateLimit-Reset":     secs(v[4]),
 	}
 	if v[0] == 1 {
-		return http.StatusOK, "", nil
+		return 200, h
 	}
-	if v[3] < 0 {
-		return http.StatusTooManyRequests, "never", nil
+	if v[3] > 0 { // -1: this call can never pass (cost above the limit)
+		h["Retry-After"] = secs(v[3])
 	}
-	return http.StatusTooManyRequests, strconv.FormatInt((v[3]+999)/1000, 10), nil
+	return 429, h
+}
+
+func smsCode(c redis.Conn, ip string) (int, map[string]string, error) {
+	v, err := redis.Int64s(c.Do("SLIDEWIN.CHECK", "sms:limit:"+ip, 5, 60000, "DETAIL"))
+	if err != nil {
+		return 0, nil, err
+	}
+	status, h := headers(v)
+	return status, h, nil
 }
 
 func main() {
-	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer rdb.Close()
-	for i := 0; i < 6; i++ {
-		status, retry, err := smsAllowed(ctx, rdb, "203.0.113.7")
-		if err != nil {
-			panic(err)
-		}
-		fmt.Println(status, retry)
+	addr := "127.0.0.1:6379"
+	if len(os.Args) > 1 {
+		addr = os.Args[1]
 	}
+	c, err := redis.Dial("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "connect:", err)
+		os.Exit(1)
+	}
+	defer c.Close()
+
+	for i := 1; i <= 6; i++ {
+		status, h, err := smsCode(c, "203.0.113.7")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "SLIDEWIN.CHECK:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("code %d: %d %v\n", i, status, h)
+	}
+
+	// The SMS policy: per IP 5 per minute, per phone 1 per minute and 10
+	// per day, all or nothing; WITHMEMBERS names the entries for UNDO.
+	reply, err := redis.Values(c.Do("SLIDEWIN.MCHECK", 3,
+		"sms:limit:ip:198.51.100.9", 5, 60000,
+		"sms:limit:phone:+8613800000000", 1, 60000,
+		"sms:limit:phone:+8613800000000", 10, 86400000,
+		"WITHMEMBERS"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "SLIDEWIN.MCHECK:", err)
+		os.Exit(1)
+	}
+	allowed, _ := redis.Int64(reply[0], nil)
+	members, _ := redis.Strings(reply[len(reply)-1], nil)
+	fmt.Printf("policy: allowed=%d members=%v\n", allowed, members)
+	// The SMS provider failed: give the attempt back on both keys.
+	removed := 0
+	for _, key := range []string{"sms:limit:ip:198.51.100.9", "sms:limit:phone:+8613800000000"} {
+		args := redis.Args{}.Add(key).AddFlat(members)
+		n, err := redis.Int(c.Do("SLIDEWIN.UNDO", args...))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "SLIDEWIN.UNDO:", err)
+			os.Exit(1)
+		}
+		removed += n
+	}
+	fmt.Printf("given back: %d\n", removed)
 }

@@ -1,0 +1,31 @@
+"""slidewin for Python: exact sliding-window rate limiting on Redis/Valkey.
+
+    from slidewin import Limiter
+    limiter = Limiter(redis.Redis(), outage="local", timeout_ms=50)
+    d = limiter.check("sms:limit:203.0.113.7", 5, 60_000)
+    if not d.allowed:
+        return 429, d.headers()
+
+See the README section "Calling slidewin from an application".
+"""
+
+from .aio import AsyncLimiter
+from .decision import FALLBACK, FUNCTION, LOCAL_CACHE, REDIS, Decision, Rule
+from .limiter import ALLOW, DENY, LOCAL, Limiter, library_code, merge_top
+
+__all__ = [
+    "Limiter",
+    "AsyncLimiter",
+    "Decision",
+    "Rule",
+    "merge_top",
+    "library_code",
+    "DENY",
+    "ALLOW",
+    "LOCAL",
+    "REDIS",
+    "FUNCTION",
+    "LOCAL_CACHE",
+    "FALLBACK",
+]
+__version__ = "0.1.0"

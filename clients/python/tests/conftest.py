@@ -1,0 +1,112 @@
+"""Real servers for the client's tests: each of the suite's four (found by
+scripts/server-path.sh, as the Rust suite finds them), with the module
+built by `make build`, or without it. A missing server or module fails the
+test run: nothing is skipped."""
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+import redis
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+MODULE = os.environ.get("SLIDEWIN_MODULE", os.path.join(ROOT, "target", "release", "libslidewin.so"))
+SERVERS = ["redis-7.0", "redis-8.2", "valkey-8.1", "valkey-9.1"]
+START_DEADLINE_S = 15
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_binary(name: str) -> str:
+    out = subprocess.run([os.path.join(ROOT, "scripts", "server-path.sh"), name], capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.fail(f"{name} not found (run make deps): {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+class Server:
+    """A server process on a free port in a temp dir, stopped gracefully,
+    then killed; every wait has a deadline."""
+
+    def __init__(self, name: str, module: bool = True, port: int = 0):
+        self.name = name
+        self.module = module
+        self.dir = tempfile.mkdtemp(prefix="slidewin-py-")
+        self.port = port or free_port()
+        self.proc = None
+        self.start()
+
+    def start(self):
+        args = [server_binary(self.name), "--port", str(self.port), "--bind", "127.0.0.1",
+                "--dir", self.dir, "--save", "", "--appendonly", "no", "--logfile", "server.log",
+                "--enable-debug-command", "yes"]
+        if self.module:
+            if not os.path.isfile(MODULE):
+                pytest.fail(f"module not built at {MODULE}: run make build")
+            args += ["--loadmodule", MODULE]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + START_DEADLINE_S
+        while True:
+            try:
+                redis.Redis(port=self.port, socket_timeout=1).ping()
+                return
+            except redis.exceptions.ConnectionError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    log = open(os.path.join(self.dir, "server.log")).read() if os.path.exists(os.path.join(self.dir, "server.log")) else ""
+                    self.kill()
+                    pytest.fail(f"{self.name} did not start:\n{log}")
+                time.sleep(0.05)
+
+    def client(self, **kw) -> redis.Redis:
+        return redis.Redis(port=self.port, decode_responses=True, **kw)
+
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            try:
+                redis.Redis(port=self.port, socket_timeout=2).shutdown(nosave=True)
+            except redis.exceptions.RedisError:
+                pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def calls(self, command: str) -> int:
+        """Calls of `command` the server has run (INFO commandstats)."""
+        stats = self.client().info("commandstats")
+        return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
+
+    def close(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(params=SERVERS)
+def server(request):
+    s = Server(request.param)
+    yield s
+    s.close()
+
+
+@pytest.fixture(params=SERVERS)
+def bare_server(request):
+    """A server without the module: the FUNCTION library answers."""
+    s = Server(request.param, module=False)
+    yield s
+    s.close()

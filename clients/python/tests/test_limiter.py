@@ -1,0 +1,216 @@
+"""`Limiter` and `AsyncLimiter` against real servers (conftest.py): the
+decisions, the local fast path, 16 threads on one key, the outage policies
+with the server killed and started again, and the FUNCTION fallback."""
+
+import asyncio
+import threading
+import time
+
+import redis
+import redis.asyncio
+from slidewin import ALLOW, DENY, FALLBACK, FUNCTION, LOCAL, LOCAL_CACHE, REDIS, AsyncLimiter, Limiter, Rule, merge_top
+
+
+def test_check_allows_then_denies_with_details(server):
+    lim = Limiter(server.client())
+    first = lim.check("sms:limit:203.0.113.7", 2, 60_000)
+    assert (first.allowed, first.limit, first.remaining, first.source) == (True, 2, 1, REDIS)
+    assert first.members == ("1",) and first.reset_after_ms == 60_000
+    assert lim.check("sms:limit:203.0.113.7", 2, 60_000).allowed
+    denied = lim.check("sms:limit:203.0.113.7", 2, 60_000)
+    assert (denied.allowed, denied.remaining, denied.source) == (False, 0, REDIS)
+    assert 0 < denied.retry_after_ms <= 60_000
+    assert denied.headers()["Retry-After"] == str(-(-denied.retry_after_ms // 1000))
+    never = lim.check("other", 2, 60_000, cost=3)
+    assert not never.allowed and never.retry_after_ms == -1
+
+
+def test_check_all_peek_and_undo(server):
+    lim = Limiter(server.client())
+    rules = [("{p}ip", 5, 60_000), ("{p}phone", 1, 60_000), Rule("{p}phone", 10, 86_400_000)]
+    d = lim.check_all(rules)
+    assert d.allowed and d.keys == ["{p}ip", "{p}phone"] and len(d.per_rule) == 3
+    assert (d.limit, d.remaining) == (1, 0), "the tightest rule"
+    peeked = lim.peek("{p}phone", 1, 60_000)
+    assert not peeked.allowed and peeked.source == REDIS
+    assert lim.undo(d) == 2, "one entry per key"
+    assert lim.peek("{p}phone", 1, 60_000).allowed
+    again = lim.check_all(rules)
+    assert again.allowed
+    refused = lim.check_all(rules)
+    assert not refused.allowed and [p.allowed for p in refused.per_rule] == [True, False, True]
+    assert lim.undo(refused) == 0
+
+
+def test_a_blocked_caller_is_refused_without_round_trips(server):
+    lim = Limiter(server.client())
+    key = "sms:limit:198.51.100.1"
+    assert lim.check(key, 1, 60_000).allowed
+    assert lim.check(key, 1, 60_000).source == REDIS  # the denial that is cached
+    before = server.calls("slidewin.check")
+    answers = [lim.check(key, 1, 60_000) for _ in range(1_000)]
+    assert server.calls("slidewin.check") == before, "no call reached the server"
+    assert all(not a.allowed and a.source == LOCAL_CACHE and a.retry_after_ms > 0 for a in answers)
+    # Another rule on the key, or another key, still goes to Redis.
+    assert lim.check(key, 5, 60_000).source == REDIS
+    assert server.calls("slidewin.check") == before + 1
+    # The cache never allows what Redis refuses: what it refused, Redis refuses too.
+    assert not Limiter(server.client()).check(key, 1, 60_000).allowed
+
+
+def test_sixteen_threads_on_one_key_never_exceed_the_limit(server):
+    # 16 threads, 2400 calls, limit 50 in a window longer than the run:
+    # exactly 50 are allowed, with or without the local cache.
+    plain = Limiter(server.client(max_connections=32), cache_size=0)
+    cached = Limiter(server.client(max_connections=32))
+    allowed = []
+    lock = threading.Lock()
+
+    def work(limiter):
+        for _ in range(150):
+            d = limiter.check("hot", 50, 600_000)
+            if d.allowed:
+                with lock:
+                    allowed.append(d.members)
+
+    threads = [threading.Thread(target=work, args=(plain if i % 2 else cached,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(allowed) == 50
+    assert server.client().zcard("hot") == 50
+    members = [m for ms in allowed for m in ms]
+    assert len(set(members)) == 50, "every allowed call got its own entry"
+
+
+def _kill_and_restart(server, limiter, policy_calls):
+    """Kills the server under load, collects the answers while it is down,
+    starts it again on the same port, and collects until Redis answers."""
+    stop = threading.Event()
+    load = []
+
+    def background():
+        while not stop.is_set():
+            load.append(limiter.check("bg", 100_000, 60_000).source)
+
+    t = threading.Thread(target=background)
+    t.start()
+    time.sleep(0.1)
+    server.kill()
+    down = [policy_calls() for _ in range(50)]
+    server.start()
+    deadline = time.monotonic() + 15
+    back = None
+    while time.monotonic() < deadline:
+        back = policy_calls()
+        if back.source == REDIS:
+            break
+        time.sleep(0.05)
+    stop.set()
+    t.join(timeout=10)
+    return down, back, load
+
+
+def test_outage_policies_answer_while_redis_is_down(server):
+    results = {}
+    for policy in (DENY, ALLOW, LOCAL):
+        lim = Limiter(server.client(), outage=policy, timeout_ms=200, breaker_pause_ms=200)
+        attempts = []
+        real = lim.client.execute_command
+
+        def counting(*args, **kw):
+            attempts.append(args[0])
+            return real(*args, **kw)
+
+        lim.client.execute_command = counting
+        down, back, load = _kill_and_restart(server, lim, lambda: lim.check(f"{policy}:k", 3, 60_000))
+        assert all(d.source == FALLBACK for d in down), [d.source for d in down]
+        allowed = [d.allowed for d in down]
+        if policy == DENY:
+            assert not any(allowed)
+        elif policy == ALLOW:
+            assert all(allowed)
+        else:
+            assert allowed == [True] * 3 + [False] * 47, "the exact per-instance window"
+        assert back is not None and back.source == REDIS, "Redis answers once it is back"
+        assert FALLBACK in load and REDIS in load
+        # The breaker keeps the calls from each waiting out the timeout:
+        # far fewer went to the network than were answered.
+        assert lim.policy.breaker.opened >= 1
+        assert len(attempts) < len(load) + len(down), (len(attempts), len(load) + len(down))
+        results[policy] = sum(allowed)
+    print(f"\n{server.name}: allowed while down of 50 calls, limit 3: {results}")
+
+
+def test_without_the_module_the_function_library_answers(bare_server):
+    lim = Limiter(bare_server.client())
+    first = lim.check("sms:limit:1", 1, 60_000)
+    assert first.allowed and first.source == FUNCTION and first.members == ("1",)
+    assert not lim.check("sms:limit:1", 1, 60_000).allowed
+    assert lim.check("sms:limit:1", 1, 60_000).source == LOCAL_CACHE
+    d = lim.check_all([("{f}a", 2, 60_000), ("{f}b", 1, 60_000)])
+    assert d.allowed and d.source == FUNCTION
+    assert not lim.peek("{f}b", 1, 60_000).allowed
+    assert lim.undo(d) == 2
+    assert lim.peek("{f}b", 1, 60_000).allowed
+    libs = bare_server.client().execute_command("FUNCTION", "LIST", "LIBRARYNAME", "slidewin")
+    assert libs, "the library was loaded"
+
+
+def test_unknown_command_errors_are_not_outages(server):
+    lim = Limiter(server.client())
+    server.client().set("str", "x")
+    try:
+        lim.check("str", 1, 1000)
+    except redis.exceptions.ResponseError as e:
+        assert "WRONGTYPE" in str(e)
+    else:
+        raise AssertionError("WRONGTYPE must reach the caller")
+    assert lim.policy.breaker.state == "closed"
+
+
+def test_async_limiter(server):
+    async def run():
+        lim = AsyncLimiter(redis.asyncio.Redis(port=server.port))
+        a = await lim.check("async", 1, 60_000)
+        b = await lim.check("async", 1, 60_000)
+        c = await lim.check("async", 1, 60_000)
+        m = await lim.check_all([("{a}x", 1, 60_000), ("{a}y", 1, 60_000)])
+        p = await lim.peek("{a}x", 1, 60_000)
+        u = await lim.undo(m)
+        await lim.aclose()
+        return a, b, c, m, p, u
+
+    a, b, c, m, p, u = asyncio.run(run())
+    assert a.allowed and a.source == REDIS
+    assert not b.allowed and b.source == REDIS
+    assert not c.allowed and c.source == LOCAL_CACHE
+    assert m.allowed and not p.allowed and u == 2
+
+
+def test_async_outage_answers_with_the_policy(server):
+    async def run():
+        lim = AsyncLimiter(redis.asyncio.Redis(port=server.port), outage=ALLOW, timeout_ms=200)
+        ok = await lim.check("k", 1, 60_000)
+        server.kill()
+        down = [await lim.check("k", 1, 60_000) for _ in range(5)]
+        await lim.aclose()
+        return ok, down
+
+    ok, down = asyncio.run(run())
+    assert ok.source == REDIS
+    assert all(d.allowed and d.source == FALLBACK for d in down)
+
+
+def test_merge_top_adds_per_key():
+    merged = merge_top([[[b"a", 5, 0], [b"b", 3, 1]], [["c", 4, 0]], [["a", 1, 1]]])
+    assert merged == [("a", 6, 1), ("c", 4, 0), ("b", 3, 1)]
+
+
+def test_top_of_a_node_through_the_client(server):
+    lim = Limiter(server.client(), cache_size=0)
+    for _ in range(4):
+        lim.check("t", 1, 60_000)
+    reply = server.client().execute_command("SLIDEWIN.TOP", 5)
+    assert merge_top([reply]) == [("t", 3, 0)]
