@@ -13,12 +13,11 @@ use crate::top::{Hitter, Outcome, Top};
 /// contended; it keeps the summary safe should that ever change.
 static NODE: Mutex<Option<Top>> = Mutex::new(None);
 
-/// The summary, built or rebuilt for the settings in force.
-fn node() -> MutexGuard<'static, Option<Top>> {
+/// The summary, built or rebuilt for the settings given.
+fn node_with(capacity: i64, period_ms: i64) -> MutexGuard<'static, Option<Top>> {
     // A panic while the lock was held cannot leave the summary unsound
     // (every update is complete or not started): use it as it is.
     let mut guard = NODE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let (capacity, period_ms) = config::top_settings();
     if !guard
         .as_ref()
         .is_some_and(|t| t.has_settings(capacity, period_ms))
@@ -28,9 +27,15 @@ fn node() -> MutexGuard<'static, Option<Top>> {
     guard
 }
 
+/// The summary, built or rebuilt for the settings in force.
+fn node() -> MutexGuard<'static, Option<Top>> {
+    let (capacity, period_ms) = config::top_settings();
+    node_with(capacity, period_ms)
+}
+
 /// Counts one decision on `key`.
 pub fn record(now_ms: i64, allowed: bool, key: &[u8]) {
-    let (capacity, _) = config::top_settings();
+    let (capacity, period_ms) = config::top_settings();
     if capacity == 0 {
         return;
     }
@@ -39,7 +44,7 @@ pub fn record(now_ms: i64, allowed: bool, key: &[u8]) {
     } else {
         Outcome::Denied
     };
-    if let Some(top) = node().as_mut() {
+    if let Some(top) = node_with(capacity, period_ms).as_mut() {
         top.record(now_ms, outcome, key);
     }
 }

@@ -43,29 +43,39 @@ pub enum Outcome {
     Allowed,
 }
 
-/// One tracked key.
+/// One tracked key. Its count lives in the heap, next to its neighbours'
+/// counts, so that a sift reads one contiguous array.
 #[derive(Debug, Clone)]
 struct Slot {
     key: Vec<u8>,
     /// Whether `key` was cut to `MAX_KEY_BYTES`.
     truncated: bool,
     hash: u64,
-    count: u64,
     error: u64,
-    /// Where this slot is in the heap.
-    heap_pos: u32,
 }
 
-/// A Space-Saving summary of at most `capacity` keys.
+/// One heap entry: a slot and its count.
+#[derive(Debug, Clone, Copy)]
+struct Counted {
+    count: u64,
+    slot: u32,
+}
+
+/// A Space-Saving summary of at most `capacity` keys. Laid out for the
+/// hot path, where most records are keys not tracked yet (each evicts the
+/// minimum): the table holds each entry's hash fingerprint beside its slot,
+/// so probes and deletions never touch a slot; the heap holds the counts.
 #[derive(Debug, Clone, Default)]
 struct SpaceSaving {
     capacity: usize,
     slots: Vec<Slot>,
-    /// Slot indices as a min-heap on count.
-    heap: Vec<u32>,
-    /// Open addressing (linear probing) from key hash to slot index; a
-    /// power of two at least twice the capacity.
-    table: Vec<u32>,
+    /// Min-heap on count.
+    heap: Vec<Counted>,
+    /// Where each slot is in the heap.
+    heap_pos: Vec<u32>,
+    /// Open addressing (linear probing): (slot, low 32 bits of its hash);
+    /// a power of two at least twice the capacity.
+    table: Vec<(u32, u32)>,
     /// Records counted.
     total: u64,
 }
@@ -89,6 +99,8 @@ fn tracked(key: &[u8]) -> (&[u8], bool) {
     }
 }
 
+const FREE: (u32, u32) = (EMPTY, 0);
+
 impl SpaceSaving {
     fn new(capacity: usize) -> Self {
         let table_len = capacity.saturating_mul(2).max(2).next_power_of_two();
@@ -96,7 +108,8 @@ impl SpaceSaving {
             capacity,
             slots: Vec::new(),
             heap: Vec::new(),
-            table: vec![EMPTY; if capacity == 0 { 0 } else { table_len }],
+            heap_pos: Vec::new(),
+            table: vec![FREE; if capacity == 0 { 0 } else { table_len }],
             total: 0,
         }
     }
@@ -104,7 +117,7 @@ impl SpaceSaving {
     fn clear(&mut self) {
         // Keep the slots' key buffers for reuse; forget their contents.
         self.heap.clear();
-        self.table.iter_mut().for_each(|t| *t = EMPTY);
+        self.table.iter_mut().for_each(|t| *t = FREE);
         self.total = 0;
     }
 
@@ -118,14 +131,14 @@ impl SpaceSaving {
             return None;
         }
         let mask = self.mask();
+        let fingerprint = h as u32;
         let mut i = (h as usize) & mask;
         for _ in 0..self.table.len() {
-            let at = *self.table.get(i)?;
+            let (at, fp) = *self.table.get(i)?;
             if at == EMPTY {
                 return Some((i, None));
             }
-            let slot = self.slots.get(at as usize)?;
-            if slot.hash == h && slot.key == key {
+            if fp == fingerprint && self.slots.get(at as usize).is_some_and(|s| s.key == key) {
                 return Some((i, Some(at as usize)));
             }
             i = (i + 1) & mask;
@@ -134,22 +147,19 @@ impl SpaceSaving {
     }
 
     /// Removes the table entry at `i` (backward-shift deletion, so probes
-    /// never need tombstones).
+    /// never need tombstones). The fingerprints give each entry's home.
     fn unlink(&mut self, mut i: usize) {
         let mask = self.mask();
         let mut j = i;
         loop {
             j = (j + 1) & mask;
-            let Some(&at) = self.table.get(j) else {
+            let Some(&entry) = self.table.get(j) else {
                 return;
             };
-            if at == EMPTY {
+            if entry.0 == EMPTY {
                 break;
             }
-            let home = self
-                .slots
-                .get(at as usize)
-                .map_or(j, |s| (s.hash as usize) & mask);
+            let home = (entry.1 as usize) & mask;
             // Move the entry at j back to i unless its home lies in (i, j].
             let stays = if i <= j {
                 i < home && home <= j
@@ -158,51 +168,63 @@ impl SpaceSaving {
             };
             if !stays {
                 if let Some(t) = self.table.get_mut(i) {
-                    *t = at;
+                    *t = entry;
                 }
                 i = j;
             }
         }
         if let Some(t) = self.table.get_mut(i) {
-            *t = EMPTY;
+            *t = FREE;
         }
     }
 
     fn count_at(&self, heap_index: usize) -> u64 {
-        self.heap
-            .get(heap_index)
-            .and_then(|&s| self.slots.get(s as usize))
-            .map_or(u64::MAX, |s| s.count)
+        self.heap.get(heap_index).map_or(u64::MAX, |c| c.count)
+    }
+
+    fn place(&mut self, heap_index: usize) {
+        if let Some(c) = self.heap.get(heap_index) {
+            if let Some(p) = self.heap_pos.get_mut(c.slot as usize) {
+                *p = heap_index as u32;
+            }
+        }
     }
 
     fn swap(&mut self, a: usize, b: usize) {
         self.heap.swap(a, b);
-        for i in [a, b] {
-            if let Some(&s) = self.heap.get(i) {
-                if let Some(slot) = self.slots.get_mut(s as usize) {
-                    slot.heap_pos = i as u32;
-                }
-            }
-        }
+        self.place(a);
+        self.place(b);
     }
 
-    /// Restores the heap below `i` after its count grew.
+    /// Restores the heap below `i` after its count grew: children move up
+    /// into the hole until the entry fits (one write per level).
     fn sift_down(&mut self, mut i: usize) {
+        let n = self.heap.len();
+        let Some(&item) = self.heap.get(i) else {
+            return;
+        };
         loop {
-            let (l, r) = (2 * i + 1, 2 * i + 2);
-            let mut least = i;
-            if l < self.heap.len() && self.count_at(l) < self.count_at(least) {
-                least = l;
+            let l = 2 * i + 1;
+            let (Some(&left), right) = (self.heap.get(l), self.heap.get(l + 1)) else {
+                break;
+            };
+            let (c, child) = match right {
+                Some(&r) if l + 1 < n && r.count < left.count => (l + 1, r),
+                _ => (l, left),
+            };
+            if child.count >= item.count {
+                break;
             }
-            if r < self.heap.len() && self.count_at(r) < self.count_at(least) {
-                least = r;
+            if let Some(h) = self.heap.get_mut(i) {
+                *h = child;
             }
-            if least == i {
-                return;
-            }
-            self.swap(i, least);
-            i = least;
+            self.place(i);
+            i = c;
         }
+        if let Some(h) = self.heap.get_mut(i) {
+            *h = item;
+        }
+        self.place(i);
     }
 
     fn sift_up(&mut self, mut i: usize) {
@@ -228,9 +250,9 @@ impl SpaceSaving {
         };
         self.total = self.total.saturating_add(1);
         if let Some(s) = found {
-            if let Some(slot) = self.slots.get_mut(s) {
-                slot.count = slot.count.saturating_add(1);
-                let at = slot.heap_pos as usize;
+            let at = self.heap_pos.get(s).map_or(usize::MAX, |&p| p as usize);
+            if let Some(c) = self.heap.get_mut(at) {
+                c.count = c.count.saturating_add(1);
                 self.sift_down(at);
             }
             return;
@@ -238,37 +260,41 @@ impl SpaceSaving {
         if self.heap.len() < self.capacity {
             // A free slot: reuse a cleared one's buffer or add one.
             let s = self.heap.len();
-            let slot = Slot {
-                key: Vec::new(),
-                truncated,
-                hash: h,
-                count: 1,
-                error: 0,
-                heap_pos: s as u32,
-            };
             match self.slots.get_mut(s) {
                 Some(old) => {
-                    let mut buf = std::mem::take(&mut old.key);
-                    buf.clear();
-                    buf.extend_from_slice(key);
-                    *old = Slot { key: buf, ..slot };
+                    old.key.clear();
+                    old.key.extend_from_slice(key);
+                    old.truncated = truncated;
+                    old.hash = h;
+                    old.error = 0;
                 }
                 None => {
                     self.slots.push(Slot {
                         key: key.to_vec(),
-                        ..slot
+                        truncated,
+                        hash: h,
+                        error: 0,
                     });
+                    self.heap_pos.push(0);
                 }
             }
-            self.heap.push(s as u32);
+            self.heap.push(Counted {
+                count: 1,
+                slot: s as u32,
+            });
+            self.place(s);
             if let Some(t) = self.table.get_mut(pos) {
-                *t = s as u32;
+                *t = (s as u32, h as u32);
             }
             self.sift_up(s);
             return;
         }
         // Full: the key with the smallest count gives its slot up.
-        let Some(&victim) = self.heap.first() else {
+        let Some(&Counted {
+            count: min,
+            slot: victim,
+        }) = self.heap.first()
+        else {
             return;
         };
         let old_pos = self
@@ -278,29 +304,22 @@ impl SpaceSaving {
         if let Some((old_pos, Some(_))) = old_pos {
             self.unlink(old_pos);
         }
-        let Some(mut buf) = self
-            .slots
-            .get_mut(victim as usize)
-            .map(|v| std::mem::take(&mut v.key))
-        else {
-            return;
-        };
         // The table may have shifted: find the new key's place again.
-        buf.clear();
-        buf.extend_from_slice(key);
         let Some((pos, _)) = self.find(key, h) else {
             return;
         };
         if let Some(v) = self.slots.get_mut(victim as usize) {
-            let min = v.count;
-            v.key = buf;
+            v.key.clear();
+            v.key.extend_from_slice(key);
             v.truncated = truncated;
             v.hash = h;
             v.error = min;
-            v.count = min.saturating_add(1);
         }
         if let Some(t) = self.table.get_mut(pos) {
-            *t = victim;
+            *t = (victim, h as u32);
+        }
+        if let Some(root) = self.heap.first_mut() {
+            root.count = min.saturating_add(1);
         }
         self.sift_down(0);
     }
@@ -315,8 +334,19 @@ impl SpaceSaving {
         }
     }
 
-    fn tracked(&self) -> impl Iterator<Item = &Slot> {
-        self.heap.iter().filter_map(|&s| self.slots.get(s as usize))
+    /// The tracked keys with their counts.
+    fn tracked(&self) -> impl Iterator<Item = (&Slot, u64)> {
+        self.heap
+            .iter()
+            .filter_map(|c| self.slots.get(c.slot as usize).map(|s| (s, c.count)))
+    }
+
+    /// The count of the slot `s`.
+    fn count_of(&self, s: usize) -> u64 {
+        self.heap_pos
+            .get(s)
+            .and_then(|&p| self.heap.get(p as usize))
+            .map_or(0, |c| c.count)
     }
 
     fn bytes(&self) -> usize {
@@ -325,7 +355,10 @@ impl SpaceSaving {
             .iter()
             .map(|s| std::mem::size_of::<Slot>() + s.key.capacity())
             .sum();
-        slots + self.heap.capacity() * 4 + self.table.capacity() * 4
+        slots
+            + self.heap.capacity() * std::mem::size_of::<Counted>()
+            + self.heap_pos.capacity() * 4
+            + self.table.capacity() * 8
     }
 }
 
@@ -432,7 +465,7 @@ impl Top {
         let mut merged: std::collections::HashMap<(&[u8], bool), (u64, u64)> =
             std::collections::HashMap::new();
         for s in &live {
-            for slot in s.tracked() {
+            for (slot, _) in s.tracked() {
                 merged.entry((&slot.key, slot.truncated)).or_insert((0, 0));
             }
         }
@@ -445,7 +478,7 @@ impl Top {
                     match s.find(key, h).and_then(|(_, found)| found) {
                         Some(i) => {
                             if let Some(slot) = s.slots.get(i) {
-                                count = count.saturating_add(slot.count);
+                                count = count.saturating_add(s.count_of(i));
                                 error = error.saturating_add(slot.error);
                             }
                         }
