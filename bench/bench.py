@@ -216,6 +216,45 @@ def sms_rows(check_sha, n, keyspace, limit, cell):
     return rows
 
 
+def guide(srv, n, emit):
+    """Memory and CPU per limit: bytes per key at `limit` entries, and the
+    cost of an allowed CHECK on a key that holds `limit` entries (keys
+    filled beforehand, each checked about twice with room to spare), at
+    zset-max-listpack-entries 128 (the default), 1024 and 8192."""
+    emit("### memory and CPU guide: a key holding `limit` entries")
+    emit()
+    emit("| limit | zset-max-listpack-entries | encoding | bytes per key | bytes per entry | allowed CHECK µs/call | requests/s |")
+    emit("|---:|---:|---|---:|---:|---:|---:|")
+    name = "zset-max-listpack-entries"
+    default = srv.r.config_get(name).get(name, "128")
+    try:
+        for entries_max in (128, 1024, 8192):
+            srv.r.config_set(name, entries_max)
+            for limit in (5, 100, 1000, 10000):
+                srv.r.flushall()
+                # Fewer keys for big limits: filling a big listpack is
+                # quadratic (each insert shifts the entries after it).
+                keys = max(20, 200_000 // limit)
+                slow = redis.Redis(port=srv.port, socket_timeout=600)
+                pipe = slow.pipeline(transaction=False)
+                for k in range(keys):
+                    # `limit` entries now, room for as many more.
+                    pipe.execute_command("SLIDEWIN.CHECK", f"guide:{k}", 2 * limit, 600_000, "COST", limit)
+                    if k % 100 == 99:
+                        pipe.execute()
+                pipe.execute()
+                slow.close()
+                size = srv.r.memory_usage("guide:0", samples=0)
+                encoding = srv.r.object("encoding", "guide:0")
+                usec, rps = run(srv, ["SLIDEWIN.CHECK", "guide:__rand_int__", str(2 * limit), "600000"],
+                                max(1000, min(n(2 * keys), 2 * keys)), keys, "slidewin.check")
+                emit(f"| {limit} | {entries_max} | {encoding} | {size:,} | {size / limit:.1f} | {usec:.2f} | {rps:,.0f} |")
+    finally:
+        srv.r.config_set(name, default)
+        srv.r.flushall()
+    emit()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--server", choices=SERVERS + list(ALIASES), default="redis-7.0")
@@ -223,6 +262,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per workload; medians are reported")
     ap.add_argument("--cell", help="redis-cell's module (libredis_cell.so): adds a CL.THROTTLE column")
     ap.add_argument("--out", help="also write the tables (markdown) to this file")
+    ap.add_argument("--only-guide", action="store_true", help="run only the memory and CPU guide")
     opts = ap.parse_args()
     if opts.cell and not os.path.isfile(opts.cell):
         sys.exit(f"--cell {opts.cell}: no such file")
@@ -287,6 +327,19 @@ def main():
         emit()
         srv.r.flushall()
 
+    if opts.only_guide:
+        srv = Server(opts.server)
+        try:
+            emit(f"server: {opts.server} {srv.version}; cpu: {os.cpu_count()} cores")
+            emit()
+            guide(srv, n, emit)
+        finally:
+            srv.stop()
+        if opts.out:
+            with open(opts.out, "w") as f:
+                f.write("\n".join(lines) + "\n")
+        return
+
     srv = Server(opts.server, cell=opts.cell)
     try:
         check_sha = srv.r.script_load(LUA_CHECK)
@@ -350,26 +403,7 @@ def main():
                 memory_line = f"- memory: a 5-entry key takes {ours} B, {ours / theirs:.2f} x the Lua script's ({theirs} B)"
         emit()
 
-        emit("### memory and CPU guide: one key at its limit (window 1 s, the hot-key load keeps it full)")
-        emit()
-        emit("| limit | zset-max-listpack-entries | encoding | bytes per key | bytes per entry | µs/call | requests/s |")
-        emit("|---:|---:|---|---:|---:|---:|---:|")
-        listpack_name = "zset-max-listpack-entries"
-        default_entries = srv.r.config_get(listpack_name).get(listpack_name, "128")
-        try:
-            for entries_max in (128, 1024, 8192):
-                srv.r.config_set(listpack_name, entries_max)
-                for limit in (5, 100, 1000, 10000):
-                    srv.r.flushall()
-                    key = f"guide:{limit}"
-                    usec, rps = run(srv, ["SLIDEWIN.CHECK", key, str(limit), "1000"], n(200_000), 0, "slidewin.check")
-                    srv.r.delete(key)
-                    size = fill(srv, key, limit)
-                    encoding = srv.r.object("encoding", key)
-                    emit(f"| {limit} | {entries_max} | {encoding} | {size:,} | {size / limit:.1f} | {usec:.2f} | {rps:,.0f} |")
-        finally:
-            srv.r.config_set(listpack_name, default_entries)
-        emit()
+        guide(srv, n, emit)
     finally:
         srv.stop()
 
