@@ -133,4 +133,4 @@ def test_the_packaged_library_is_scripts_slidewin_lua():
 
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
     with open(os.path.join(root, "scripts", "slidewin.lua"), encoding="utf-8") as f:
-        assert library_code() == f.read(), "copy scripts/slidewin.lua to clients/python/slidewin/"
+        assert library_code() == f.read(), "clients/python/slidewin/slidewin.lua is a link to scripts/slidewin.lua"
