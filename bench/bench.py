@@ -216,7 +216,7 @@ def sms_rows(check_sha, n, keyspace, limit, cell):
     return rows
 
 
-def guide(srv, n, emit):
+def guide(srv, n, emit, scale=1.0):
     """Memory and CPU per limit: bytes per key at `limit` entries, and the
     cost of an allowed CHECK on a key that holds `limit` entries (keys
     filled beforehand, each checked about twice with room to spare), at
@@ -234,7 +234,7 @@ def guide(srv, n, emit):
                 srv.r.flushall()
                 # Fewer keys for big limits: filling a big listpack is
                 # quadratic (each insert shifts the entries after it).
-                keys = max(20, 200_000 // limit)
+                keys = max(2, int(max(20, 200_000 // limit) * min(1.0, 2 * scale)))
                 slow = redis.Redis(port=srv.port, socket_timeout=600)
                 pipe = slow.pipeline(transaction=False)
                 for k in range(keys):
@@ -332,7 +332,7 @@ def main():
         try:
             emit(f"server: {opts.server} {srv.version}; cpu: {os.cpu_count()} cores")
             emit()
-            guide(srv, n, emit)
+            guide(srv, n, emit, opts.scale)
         finally:
             srv.stop()
         if opts.out:
@@ -403,7 +403,7 @@ def main():
                 memory_line = f"- memory: a 5-entry key takes {ours} B, {ours / theirs:.2f} x the Lua script's ({theirs} B)"
         emit()
 
-        guide(srv, n, emit)
+        guide(srv, n, emit, opts.scale)
     finally:
         srv.stop()
 
