@@ -98,7 +98,7 @@ test-docker: build ## For each of DOCKER_SERVERS: a stand-in image (no registry)
 		scripts/docker-smoke.sh slidewin:test-$$s $(MODULE); \
 		SLIDEWIN_TEST_BACKEND=docker SLIDEWIN_DOCKER_IMAGE=slidewin:test-$$s SLIDEWIN_DOCKER_SERVER=$$s \
 			cargo test --release --test check --test surface --test faults --test history \
-			--test multi --test fuzz --test parity --test examples -- $$mod::; \
+			--test multi --test fuzz --test parity --test examples --test top -- $$mod::; \
 	done
 
 clean: ## Remove build output
