@@ -80,15 +80,30 @@ struct SpaceSaving {
     total: u64,
 }
 
-/// FNV-1a over the key: attacker-chosen keys can only lengthen probes in a
-/// table of at most `4 * capacity` entries.
+/// A multiply-rotate hash over 8 bytes at a time (the key's length mixed
+/// in), finished so the low bits (the table index) depend on every byte.
+/// Not keyed: attacker-chosen keys can only lengthen probes in a table of at
+/// most `4 * capacity` entries.
 fn hash(key: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in key {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h: u64 = (key.len() as u64).wrapping_mul(K);
+    let mut chunks = key.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K).rotate_left(31);
     }
-    h
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        if let Some(dst) = w.get_mut(..rest.len()) {
+            dst.copy_from_slice(rest);
+        }
+        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K).rotate_left(31);
+    }
+    h ^= h >> 29;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^ (h >> 32)
 }
 
 /// The tracked form of a key: at most `MAX_KEY_BYTES`, and whether it was cut.
@@ -377,6 +392,9 @@ pub struct Top {
     period_ms: i64,
     denied: Vec<Epoch>,
     allowed: Vec<Epoch>,
+    /// The epoch of the last record, `[start, end)` in ms, its number and
+    /// slot: most records fall in it, and then need no division.
+    current: Option<(i64, i64, i64, usize)>,
 }
 
 /// One reported key: its name, its count over the period (an upper bound)
@@ -405,6 +423,7 @@ impl Top {
             period_ms: period_ms.clamp(MIN_PERIOD_MS, MAX_PERIOD_MS),
             denied: epochs(),
             allowed: epochs(),
+            current: None,
         }
     }
 
@@ -434,8 +453,17 @@ impl Top {
         if self.capacity == 0 {
             return;
         }
-        let number = now_ms.div_euclid(self.epoch_ms());
-        let slot = number.rem_euclid(EPOCHS as i64) as usize;
+        let (number, slot) = match self.current {
+            Some((start, end, number, slot)) if start <= now_ms && now_ms < end => (number, slot),
+            _ => {
+                let epoch_ms = self.epoch_ms();
+                let number = now_ms.div_euclid(epoch_ms);
+                let slot = number.rem_euclid(EPOCHS as i64) as usize;
+                let start = number.saturating_mul(epoch_ms);
+                self.current = Some((start, start.saturating_add(epoch_ms), number, slot));
+                (number, slot)
+            }
+        };
         let Some(epoch) = self.epochs_mut(outcome).get_mut(slot) else {
             return;
         };
@@ -507,6 +535,7 @@ impl Top {
 
     /// Forgets every count.
     pub fn reset(&mut self) {
+        self.current = None;
         for e in self.denied.iter_mut().chain(self.allowed.iter_mut()) {
             e.summary.clear();
             e.number = None;

@@ -188,3 +188,17 @@ fn memory_is_bounded_by_the_capacity() {
     );
     assert!(full < 128 * 2 * EPOCHS * 200, "{full} bytes");
 }
+
+#[test]
+fn the_hash_spreads_similar_keys_over_the_table() {
+    // Keys differing in one byte, anywhere, land in different buckets
+    // nearly always (the table index is the low bits).
+    let mut buckets = std::collections::HashSet::new();
+    for i in 0..256u32 {
+        buckets.insert(hash(format!("sms:limit:10.0.0.{i}").as_bytes()) & 511);
+    }
+    // 256 random draws over 512 buckets fill about 201 of them.
+    assert!(buckets.len() > 180, "{} buckets of 256 keys", buckets.len());
+    assert_ne!(hash(b"abcdefgh"), hash(b"abcdefgi"));
+    assert_ne!(hash(b""), hash(b"\0"), "the length counts");
+}
