@@ -76,8 +76,6 @@ struct SpaceSaving {
     /// Open addressing (linear probing): (slot, low 32 bits of its hash);
     /// a power of two at least twice the capacity.
     table: Vec<(u32, u32)>,
-    /// Records counted.
-    total: u64,
 }
 
 /// A multiply-rotate hash over 8 bytes at a time (the key's length mixed
@@ -125,7 +123,6 @@ impl SpaceSaving {
             heap: Vec::new(),
             heap_pos: Vec::new(),
             table: vec![FREE; if capacity == 0 { 0 } else { table_len }],
-            total: 0,
         }
     }
 
@@ -133,7 +130,6 @@ impl SpaceSaving {
         // Keep the slots' key buffers for reuse; forget their contents.
         self.heap.clear();
         self.table.iter_mut().for_each(|t| *t = FREE);
-        self.total = 0;
     }
 
     fn mask(&self) -> usize {
@@ -263,7 +259,6 @@ impl SpaceSaving {
         let Some((pos, found)) = self.find(key, h) else {
             return;
         };
-        self.total = self.total.saturating_add(1);
         if let Some(s) = found {
             let at = self.heap_pos.get(s).map_or(usize::MAX, |&p| p as usize);
             if let Some(c) = self.heap.get_mut(at) {

@@ -232,6 +232,24 @@ fn detail_allowed(rule: &Rule, count: u64, now_ms: i64, at_ms: i64) -> Detail {
     }
 }
 
+/// The first of `tries` consecutive ids from `start` that `take` accepts
+/// (`take` may also claim it, as an NX add does); with a consistent store
+/// one always is, since fewer than `tries` of them can be taken.
+fn first_free<E: From<NoFreeMember>>(
+    start: i64,
+    tries: u64,
+    mut take: impl FnMut(i64) -> Result<bool, E>,
+) -> Result<i64, E> {
+    let mut id = start;
+    for _ in 0..=tries {
+        if take(id)? {
+            return Ok(id);
+        }
+        id = member::next(id);
+    }
+    Err(NoFreeMember.into())
+}
+
 /// Adds `cost` entries scored `now_ms` to one log, choosing each member id
 /// (see `member.rs`): the short id `first` and the ones after it, or a
 /// wide id when one is taken; pushes the ids used onto `ids` when given.
@@ -242,31 +260,17 @@ fn add_entries<L: WindowLog>(
     first: i64,
     mut ids: Option<&mut Vec<i64>>,
 ) -> Result<(), L::Error> {
-    // Among count + 1 consecutive wide ids at least one is free, so each
-    // search ends within this many tries; it almost always ends at once.
-    let tries = log.count()?.saturating_add(cost);
-    let mut short = Some(first);
+    let mut short = first;
     for _ in 0..cost {
-        let id = match short {
-            Some(id) if log.add(now_ms, id)? => id,
-            _ => {
-                let mut id = member::fresh(now_ms);
-                let mut placed = false;
-                for _ in 0..=tries {
-                    if log.add(now_ms, id)? {
-                        placed = true;
-                        break;
-                    }
-                    id = member::next(id);
-                }
-                if !placed {
-                    return Err(NoFreeMember.into());
-                }
-                id
-            }
+        let id = if log.add(now_ms, short)? {
+            short
+        } else {
+            // Taken: a wide id; among count + 1 consecutive ones one is free.
+            let tries = log.count()?.saturating_add(cost);
+            first_free(member::fresh(now_ms), tries, |id| log.add(now_ms, id))?
         };
         // The next entry tries the id after this one.
-        short = Some(member::next(id));
+        short = member::next(id);
         if let Some(ids) = ids.as_deref_mut() {
             ids.push(id);
         }
@@ -393,18 +397,20 @@ fn trim_logs<L: WindowLog>(
 }
 
 /// MCHECK step 2: the entries in each rule's window (0 for a rule naming
-/// no log, which a parsed request never has).
+/// no log, which a parsed request never has), and whether `cost` more fit.
 fn count_rules<L: WindowLog>(
     logs: &mut [L],
     rules: &[KeyedRule],
     now_ms: i64,
-) -> Result<Vec<u64>, L::Error> {
+    cost: u64,
+) -> Result<Vec<(u64, bool)>, L::Error> {
     let mut counts = Vec::with_capacity(rules.len());
     for r in rules {
-        counts.push(match logs.get_mut(r.key) {
+        let n = match logs.get_mut(r.key) {
             Some(log) => log.count_above(cutoff(now_ms, r.window_ms))?,
             None => 0,
-        });
+        };
+        counts.push((n, fits(n, &r.with_cost(cost))));
     }
     Ok(counts)
 }
@@ -431,33 +437,22 @@ fn shared_members<L: WindowLog>(
     count: u64,
     first: i64,
 ) -> Result<Vec<i64>, L::Error> {
-    let mut tries = 0u64;
-    for log in logs.iter() {
-        tries = tries.saturating_add(log.count()?);
-    }
-    tries = tries.saturating_add(count);
     let mut ids: Vec<i64> = Vec::new();
     let mut short = first;
     for _ in 0..count {
-        if free_everywhere(logs, &ids, short)? {
-            ids.push(short);
-            short = member::next(short);
-            continue;
-        }
-        let mut id = member::fresh(now_ms);
-        let mut found = false;
-        // The logs and `ids` hold at most `tries - 1` ids in all, so one of
-        // `tries` consecutive ids is free everywhere.
-        for _ in 0..=tries {
-            if free_everywhere(logs, &ids, id)? {
-                found = true;
-                break;
+        let id = if free_everywhere(logs, &ids, short)? {
+            short
+        } else {
+            // Taken somewhere: a wide id. The logs and `ids` hold fewer than
+            // `tries` ids in all, so one of `tries` consecutive ids is free.
+            let mut tries = count;
+            for log in logs.iter() {
+                tries = tries.saturating_add(log.count()?);
             }
-            id = member::next(id);
-        }
-        if !found {
-            return Err(NoFreeMember.into());
-        }
+            first_free(member::fresh(now_ms), tries, |id| {
+                free_everywhere(logs, &ids, id)
+            })?
+        };
         ids.push(id);
         short = member::next(id);
     }
@@ -470,7 +465,7 @@ struct Admitted {
     ids: Vec<i64>,
     /// Per log, the newest score before adding (it counts for the expiry
     /// when it is after `now_ms`).
-    newest_after_now: Vec<Option<f64>>,
+    newest: Vec<Option<f64>>,
 }
 
 /// MCHECK step 3, when every rule allowed: adds the same `cost` entries
@@ -482,12 +477,12 @@ fn admit<L: WindowLog>(
     now_ms: i64,
     cost: u64,
 ) -> Result<Admitted, L::Error> {
-    let mut newest_after_now = Vec::with_capacity(logs.len());
+    let mut newest = Vec::with_capacity(logs.len());
     // The short ids start above every log's newest member.
     let mut first = 1i64;
     for log in logs.iter_mut() {
-        let (newest, after) = newest_and_first(log)?;
-        newest_after_now.push(newest);
+        let (score, after) = newest_and_first(log)?;
+        newest.push(score);
         first = first.max(after);
     }
     let ids = shared_members(logs, now_ms, cost, first)?;
@@ -500,16 +495,9 @@ fn admit<L: WindowLog>(
                 return Err(NoFreeMember.into());
             }
         }
-        log.expire_at(expiry(
-            now_ms,
-            newest_after_now.get(i).copied().flatten(),
-            w,
-        ))?;
+        log.expire_at(expiry(now_ms, newest.get(i).copied().flatten(), w))?;
     }
-    Ok(Admitted {
-        ids,
-        newest_after_now,
-    })
+    Ok(Admitted { ids, newest })
 }
 
 /// What MCHECK's detail step found.
@@ -526,7 +514,7 @@ struct RuleDetails {
 fn rule_details<L: WindowLog>(
     logs: &mut [L],
     rules: &[KeyedRule],
-    counts: &[u64],
+    counts: &[(u64, bool)],
     now_ms: i64,
     cost: u64,
     admitted: Option<&Admitted>,
@@ -534,16 +522,15 @@ fn rule_details<L: WindowLog>(
 ) -> Result<RuleDetails, L::Error> {
     let mut details = Vec::with_capacity(if want_detail { rules.len() } else { 0 });
     let mut retry = 0i64;
-    for (r, &n) in rules.iter().zip(counts) {
+    for (r, &(n, fits_rule)) in rules.iter().zip(counts) {
         let rule = r.with_cost(cost);
-        let fits_rule = fits(n, &rule);
         let Some(log) = logs.get_mut(r.key) else {
             continue;
         };
         let d = match admitted {
             // The same expiry the log was given, seen through this rule's window.
             Some(a) => {
-                let newest = a.newest_after_now.get(r.key).copied().flatten();
+                let newest = a.newest.get(r.key).copied().flatten();
                 let at = expiry(now_ms, newest, r.window_ms);
                 detail_allowed(&rule, n.saturating_add(cost), now_ms, at)
             }
@@ -587,12 +574,8 @@ pub fn mcheck<L: WindowLog>(
     want: Want,
 ) -> Result<MultiVerdict, L::Error> {
     let trimmed = trim_logs(logs, rules, now_ms)?;
-    let counts = count_rules(logs, rules, now_ms)?;
-    let allowed = !rules.is_empty()
-        && rules
-            .iter()
-            .zip(&counts)
-            .all(|(r, &n)| fits(n, &r.with_cost(cost)));
+    let counts = count_rules(logs, rules, now_ms, cost)?;
+    let allowed = !rules.is_empty() && counts.iter().all(|&(_, f)| f);
     let admitted = if allowed {
         Some(admit(logs, rules, now_ms, cost)?)
     } else {
@@ -608,11 +591,9 @@ pub fn mcheck<L: WindowLog>(
         want.detail,
     )?;
     let mut refused_logs: Vec<usize> = Vec::new();
-    if !allowed {
-        for (r, &n) in rules.iter().zip(&counts) {
-            if !fits(n, &r.with_cost(cost)) && !refused_logs.contains(&r.key) {
-                refused_logs.push(r.key);
-            }
+    for (r, _) in rules.iter().zip(&counts).filter(|(_, &(_, f))| !f) {
+        if !refused_logs.contains(&r.key) {
+            refused_logs.push(r.key);
         }
     }
     Ok(MultiVerdict {

@@ -654,22 +654,9 @@ fn failover(flavor: Flavor) {
 /// examples/python/sms_cluster.py (redis-py's RedisCluster) against the cluster.
 fn python_cluster_example(flavor: Flavor) {
     let cluster = Cluster::start(flavor, 5000);
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let out = Command::new(python)
-        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/python/sms_cluster.py"))
-        .args(["--port", &cluster.base.to_string()])
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = python_example("examples/python/sms_cluster.py", cluster.base);
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .collect::<Vec<_>>(),
+        out.lines().collect::<Vec<_>>(),
         [
             "user 42, six codes in a minute: [200, 200, 200, 200, 200, 429]",
             "user 43 meanwhile: 200",

@@ -20,22 +20,16 @@ on_every_server! {
 fn go_example(flavor: Flavor) {
     let server = Options::new(flavor).start();
     let cache = tempfile::tempdir().expect("temp dir");
-    let out = Command::new("go")
-        .env("GO111MODULE", "off")
-        .env("GOPATH", "/usr/share/gocode")
-        .env("GOCACHE", cache.path())
-        .arg("run")
-        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/go/sms.go"))
-        .arg(format!("127.0.0.1:{}", server.port))
-        .output()
-        .expect("run go (make deps installs golang-go and redigo)");
-    assert!(
-        out.status.success(),
-        "examples/go/sms.go failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let text = stdout_of(
+        Command::new("go")
+            .env("GO111MODULE", "off")
+            .env("GOPATH", "/usr/share/gocode")
+            .env("GOCACHE", cache.path())
+            .arg("run")
+            .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/go/sms.go"))
+            .arg(format!("127.0.0.1:{}", server.port)),
+        "run go (make deps installs golang-go and redigo)",
     );
-    let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 8, "{text}");
     for i in 1..=5 {
@@ -68,19 +62,13 @@ fn node_example(flavor: Flavor) {
         Ok(p) if !p.is_empty() => format!("/usr/share/nodejs:{p}"),
         _ => "/usr/share/nodejs".to_string(),
     };
-    let out = Command::new("node")
-        .env("NODE_PATH", node_path)
-        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/node/sms.js"))
-        .args(["--port", &server.port.to_string()])
-        .output()
-        .expect("run node (make deps installs nodejs and node-redis)");
-    assert!(
-        out.status.success(),
-        "examples/node/sms.js failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let text = stdout_of(
+        Command::new("node")
+            .env("NODE_PATH", node_path)
+            .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/node/sms.js"))
+            .args(["--port", &server.port.to_string()]),
+        "run node (make deps installs nodejs and node-redis)",
     );
-    let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         text.lines().collect::<Vec<_>>(),
         [
@@ -102,17 +90,12 @@ fn node_example(flavor: Flavor) {
 
 fn cli_example(flavor: Flavor) {
     let server = Options::new(flavor).start();
-    let out = Command::new("bash")
-        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cli/sms.sh"))
-        .arg(server.port.to_string())
-        .output()
-        .expect("bash");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = stdout_of(
+        Command::new("bash")
+            .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cli/sms.sh"))
+            .arg(server.port.to_string()),
+        "bash",
     );
-    let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[1..7], ["1", "1", "1", "1", "1", "0"]);
     assert!(lines[8].starts_with("0 5 0 "), "{}", lines[8]);
@@ -120,25 +103,9 @@ fn cli_example(flavor: Flavor) {
     assert_eq!(lines[13..15], ["1", "0"]);
 }
 
-fn run_example(script: &str, port: u16) -> String {
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let out = Command::new(python)
-        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(script))
-        .args(["--port", &port.to_string()])
-        .output()
-        .expect("run python3 (make deps installs redis-py)");
-    assert!(
-        out.status.success(),
-        "{script} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 fn python_sms_policy(flavor: Flavor) {
     let server = Options::new(flavor).start();
-    let out = run_example("examples/python/sms_policy.py", server.port);
+    let out = python_example("examples/python/sms_policy.py", server.port);
     let allowed = "{'RateLimit-Limit': '1', 'RateLimit-Remaining': '0', 'RateLimit-Reset': '60'}";
     let refused = "{'RateLimit-Limit': '1', 'RateLimit-Remaining': '0', 'RateLimit-Reset': '60', 'Retry-After': '60'}";
     assert_eq!(
@@ -157,7 +124,7 @@ fn python_sms_policy(flavor: Flavor) {
 
 fn python_wsgi_middleware(flavor: Flavor) {
     let server = Options::new(flavor).start();
-    let out = run_example("examples/python/wsgi_middleware.py", server.port);
+    let out = python_example("examples/python/wsgi_middleware.py", server.port);
     let mut expected: Vec<String> = (1..=5)
         .map(|i| {
             format!(

@@ -27,16 +27,22 @@ on_every_server! {
     top_is_described_by_command_info => command_info;
 }
 
+/// The fields of `COMMAND INFO slidewin.top`.
+fn top_command_info(c: &mut Connection) -> Vec<Value> {
+    let info: Vec<Value> = redis::cmd("COMMAND")
+        .arg(&["INFO", "slidewin.top"])
+        .query(c)
+        .unwrap();
+    match info.into_iter().next() {
+        Some(Value::Array(e)) => e,
+        other => panic!("{other:?}"),
+    }
+}
+
 fn command_info(flavor: Flavor) {
     let server = Options::new(flavor).start();
     let mut c = server.conn();
-    let info: Vec<Value> = redis::cmd("COMMAND")
-        .arg(&["INFO", "slidewin.top"])
-        .query(&mut c)
-        .unwrap();
-    let Value::Array(e) = &info[0] else {
-        panic!("{info:?}")
-    };
+    let e = top_command_info(&mut c);
     assert_eq!(
         redis::from_redis_value::<String>(&e[0]).unwrap(),
         "slidewin.top"
@@ -348,13 +354,7 @@ fn acl(flavor: Flavor) {
         let _: () = redis::cmd("ACL").arg(rule).query(&mut c).unwrap();
     }
     if categories {
-        let info: Vec<Value> = redis::cmd("COMMAND")
-            .arg(&["INFO", "slidewin.top"])
-            .query(&mut c)
-            .unwrap();
-        let Value::Array(e) = &info[0] else {
-            panic!("{info:?}")
-        };
+        let e = top_command_info(&mut c);
         let cats: Vec<String> = redis::from_redis_value(&e[6]).unwrap();
         for cat in ["@admin", "@dangerous", "@slow"] {
             assert!(cats.contains(&cat.to_string()), "{cats:?}");

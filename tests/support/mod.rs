@@ -931,3 +931,29 @@ impl KeyEvents {
         }
     }
 }
+
+/// Runs `cmd` to the end and returns its standard output; fails the test
+/// with both outputs when it cannot start (`what`: how to get the program)
+/// or exits non-zero.
+pub fn stdout_of(cmd: &mut Command, what: &str) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs the Python example `script` (a path in the repository) with
+/// `--port port` and returns its output.
+pub fn python_example(script: &str, port: u16) -> String {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    stdout_of(
+        Command::new(python)
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(script))
+            .args(["--port", &port.to_string()]),
+        "run python3 (make deps installs redis-py; make python-client the client)",
+    )
+}

@@ -6,9 +6,8 @@ from typing import Callable, Iterable, Tuple
 import redis
 import redis.asyncio
 
-from . import decision as d
 from .decision import Decision, Rule
-from .limiter import ALLOW, LOCAL, OUTAGE_ERRORS, Commands, Policy, _rule, is_unknown_command, library_code, with_timeout
+from .limiter import CHECK, CHECK_ALL, OUTAGE_ERRORS, PEEK, Commands, Policy, _rule, _rules, is_unknown_command, library_code, with_timeout
 
 
 class AsyncLimiter:
@@ -44,71 +43,35 @@ class AsyncLimiter:
                     raise
                 await self._load_library()
                 self.policy.use_function = True
-                self.policy.source = d.FUNCTION
         return await self.client.execute_command(*build(True))
 
-    async def _guarded(self, rules: Tuple[Rule, ...], cost: int, call) -> Decision:
-        if not self.policy.breaker.allow():
-            return self.policy.during_outage(rules, cost)
+    async def _decide(self, kind: str, rules: Tuple[Rule, ...], cost: int) -> Decision:
+        """As `Limiter._decide`, awaiting Redis."""
+        policy = self.policy
+        cached = policy.cached(rules)
+        if cached:
+            return cached
+        if not policy.breaker.allow():
+            return policy.outage_answer(kind, rules, cost)
         try:
-            decision = await call()
+            reply = await self._send(lambda f: policy.command(kind, f, rules, cost))
         except OUTAGE_ERRORS:
-            self.policy.breaker.failure()
-            return self.policy.during_outage(rules, cost)
-        self.policy.breaker.success()
+            policy.breaker.failure()
+            return policy.outage_answer(kind, rules, cost)
+        policy.breaker.success()
+        decision = policy.parse(kind, reply, rules)
+        if kind != PEEK:
+            policy.remember(decision)
         return decision
 
     async def check(self, key: str, limit: int, window_ms: int, cost: int = 1) -> Decision:
-        rule = _rule(key, limit, window_ms)
-        cached = self.policy.cached((rule,))
-        if cached:
-            return cached
-
-        async def call():
-            reply = await self._send(lambda f: Commands.check(f, rule, cost))
-            return d.from_detail(reply, rule, self.policy.source, reply[5])
-
-        decision = await self._guarded((rule,), cost, call)
-        if decision.source in (d.REDIS, d.FUNCTION):
-            self.policy.remember(decision)
-        return decision
+        return await self._decide(CHECK, (_rule(key, limit, window_ms),), cost)
 
     async def check_all(self, rules: Iterable, cost: int = 1) -> Decision:
-        rules = tuple(r if isinstance(r, Rule) else _rule(*r) for r in rules)
-        if not rules:
-            raise ValueError("check_all needs at least one rule")
-        cached = self.policy.cached(rules)
-        if cached:
-            return cached
-
-        async def call():
-            reply = await self._send(lambda f: Commands.check_all(f, rules, cost))
-            return d.from_multi(reply, list(rules), self.policy.source)
-
-        decision = await self._guarded(rules, cost, call)
-        if decision.source in (d.REDIS, d.FUNCTION):
-            self.policy.remember(decision)
-        return decision
+        return await self._decide(CHECK_ALL, _rules(rules), cost)
 
     async def peek(self, key: str, limit: int, window_ms: int, cost: int = 1) -> Decision:
-        rule = _rule(key, limit, window_ms)
-        cached = self.policy.cached((rule,))
-        if cached:
-            return cached
-        if not self.policy.breaker.allow():
-            return self._peek_outage(rule)
-        try:
-            reply = await self._send(lambda f: Commands.peek(f, rule, cost))
-        except OUTAGE_ERRORS:
-            self.policy.breaker.failure()
-            return self._peek_outage(rule)
-        self.policy.breaker.success()
-        return d.from_detail(reply, rule, self.policy.source)
-
-    def _peek_outage(self, rule: Rule) -> Decision:
-        if self.policy.outage in (ALLOW, LOCAL):
-            return d.admission((rule,), None, d.FALLBACK)
-        return d.refusal((rule,), self.policy.breaker.pause_ms, d.FALLBACK)
+        return await self._decide(PEEK, (_rule(key, limit, window_ms),), cost)
 
     async def undo(self, decision: Decision) -> int:
         if not decision.allowed or not decision.members:

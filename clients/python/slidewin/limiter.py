@@ -15,6 +15,8 @@ from .local import CircuitBreaker, DenialCache, LocalWindows, monotonic_ms
 
 #: What to answer while Redis is unreachable or slower than the timeout.
 DENY, ALLOW, LOCAL = "deny", "allow", "local"
+#: The kinds of call.
+CHECK, CHECK_ALL, PEEK = "check", "check_all", "peek"
 POLICIES = (DENY, ALLOW, LOCAL)
 
 #: Errors that mean "Redis is away", not "the call is wrong".
@@ -114,7 +116,11 @@ class Policy:
         self.breaker = CircuitBreaker(breaker_failures, breaker_pause_ms, clock)
         self.function_fallback = function_fallback
         self.use_function = False  # set once the module is found missing
-        self.source = d.REDIS
+
+    @property
+    def source(self) -> str:
+        """Where Redis answers come from: the module or the library."""
+        return d.FUNCTION if self.use_function else d.REDIS
 
     def cached(self, rules: Tuple[Rule, ...]) -> Optional[Decision]:
         """A refusal from the denial cache when a rule is known refused."""
@@ -123,9 +129,34 @@ class Policy:
             return d.refusal(rules, wait, d.LOCAL_CACHE)
         return None
 
+    # One call of each kind: its command, its reply's Decision, its answer
+    # while Redis is away; `Limiter` and `AsyncLimiter` only do the I/O.
+
+    @staticmethod
+    def command(kind: str, function: bool, rules: Tuple[Rule, ...], cost: int) -> list:
+        if kind == CHECK_ALL:
+            return Commands.check_all(function, rules, cost)
+        build = Commands.peek if kind == PEEK else Commands.check
+        return build(function, rules[0], cost)
+
+    def parse(self, kind: str, reply, rules: Tuple[Rule, ...]) -> Decision:
+        if kind == CHECK_ALL:
+            return d.from_multi(reply, list(rules), self.source)
+        members = reply[5] if kind == CHECK else ()
+        return d.from_detail(reply, rules[0], self.source, members)
+
+    def outage_answer(self, kind: str, rules: Tuple[Rule, ...], cost: int) -> Decision:
+        """The outage policy's answer; a peek charges no local window."""
+        if kind != PEEK:
+            return self.during_outage(rules, cost)
+        if self.outage in (ALLOW, LOCAL):
+            return d.admission(rules, None, d.FALLBACK)
+        return d.refusal(rules, self.breaker.pause_ms, d.FALLBACK)
+
     def remember(self, decision: Decision) -> None:
-        """Caches the refusing rules of a denial from Redis."""
-        if decision.allowed:
+        """Caches the refusing rules of a denial from Redis (not from the
+        cache itself or the outage policy)."""
+        if decision.allowed or decision.source not in (d.REDIS, d.FUNCTION):
             return
         per_rule = decision.per_rule or (decision,)
         for sub in per_rule:
@@ -148,6 +179,14 @@ class Policy:
 
 def _rule(key, limit, window_ms) -> Rule:
     return Rule(str(key), int(limit), int(window_ms))
+
+
+def _rules(rules: Iterable) -> Tuple[Rule, ...]:
+    """`Rule`s or `(key, limit, window_ms)` tuples, at least one."""
+    out = tuple(r if isinstance(r, Rule) else _rule(*r) for r in rules)
+    if not out:
+        raise ValueError("check_all needs at least one rule")
+    return out
 
 
 class Limiter:
@@ -194,84 +233,44 @@ class Limiter:
                     raise
                 self._load_library()
                 self.policy.use_function = True
-                self.policy.source = d.FUNCTION
         return self.client.execute_command(*build(True))
 
-    def _guarded(self, rules: Tuple[Rule, ...], cost: int, call: Callable[[], Decision]) -> Decision:
-        if not self.policy.breaker.allow():
-            return self.policy.during_outage(rules, cost)
+    def _decide(self, kind: str, rules: Tuple[Rule, ...], cost: int) -> Decision:
+        """The local cache, else Redis (the breaker permitting), else the
+        outage policy; denials from Redis are remembered (not a peek's)."""
+        policy = self.policy
+        cached = policy.cached(rules)
+        if cached:
+            return cached
+        if not policy.breaker.allow():
+            return policy.outage_answer(kind, rules, cost)
         try:
-            decision = call()
+            reply = self._send(lambda f: policy.command(kind, f, rules, cost))
         except OUTAGE_ERRORS:
-            self.policy.breaker.failure()
-            return self.policy.during_outage(rules, cost)
-        self.policy.breaker.success()
+            policy.breaker.failure()
+            return policy.outage_answer(kind, rules, cost)
+        policy.breaker.success()
+        decision = policy.parse(kind, reply, rules)
+        if kind != PEEK:
+            policy.remember(decision)
         return decision
 
     # -- API -------------------------------------------------------------
 
     def check(self, key: str, limit: int, window_ms: int, cost: int = 1) -> Decision:
         """SLIDEWIN.CHECK: records `cost` calls on `key` if they fit."""
-        rule = _rule(key, limit, window_ms)
-        cached = self.policy.cached((rule,))
-        if cached:
-            return cached
-
-        def call():
-            reply = self._send(lambda f: Commands.check(f, rule, cost))
-            return d.from_detail(reply, rule, self.policy.source, reply[5])
-
-        decision = self._guarded((rule,), cost, call)
-        if decision.source in (d.REDIS, d.FUNCTION):
-            self.policy.remember(decision)
-        return decision
+        return self._decide(CHECK, (_rule(key, limit, window_ms),), cost)
 
     def check_all(self, rules: Iterable, cost: int = 1) -> Decision:
         """SLIDEWIN.MCHECK: every rule `(key, limit, window_ms)` must allow
         `cost`, and then all are charged; all or nothing."""
-        rules = tuple(r if isinstance(r, Rule) else _rule(*r) for r in rules)
-        if not rules:
-            raise ValueError("check_all needs at least one rule")
-        cached = self.policy.cached(rules)
-        if cached:
-            return cached
-
-        def call():
-            reply = self._send(lambda f: Commands.check_all(f, rules, cost))
-            return d.from_multi(reply, list(rules), self.policy.source)
-
-        decision = self._guarded(rules, cost, call)
-        if decision.source in (d.REDIS, d.FUNCTION):
-            self.policy.remember(decision)
-        return decision
+        return self._decide(CHECK_ALL, _rules(rules), cost)
 
     def peek(self, key: str, limit: int, window_ms: int, cost: int = 1) -> Decision:
         """SLIDEWIN.PEEK: what `check` would answer now, changing nothing.
         While Redis is away it answers like the outage policy would, without
         charging the local window."""
-        rule = _rule(key, limit, window_ms)
-        cached = self.policy.cached((rule,))
-        if cached:
-            return cached
-
-        def call():
-            reply = self._send(lambda f: Commands.peek(f, rule, cost))
-            return d.from_detail(reply, rule, self.policy.source)
-
-        if not self.policy.breaker.allow():
-            return self._peek_outage(rule)
-        try:
-            decision = call()
-        except OUTAGE_ERRORS:
-            self.policy.breaker.failure()
-            return self._peek_outage(rule)
-        self.policy.breaker.success()
-        return decision
-
-    def _peek_outage(self, rule: Rule) -> Decision:
-        if self.policy.outage == ALLOW or self.policy.outage == LOCAL:
-            return d.admission((rule,), None, d.FALLBACK)
-        return d.refusal((rule,), self.policy.breaker.pause_ms, d.FALLBACK)
+        return self._decide(PEEK, (_rule(key, limit, window_ms),), cost)
 
     def undo(self, decision: Decision) -> int:
         """SLIDEWIN.UNDO: gives an allowed decision's entries back on every
