@@ -24,6 +24,7 @@ Usage: bench/bench.py [--server redis-7.0|redis-8.2|valkey-8.1|valkey-9.1]
 """
 
 import argparse
+import atexit
 import csv
 import io
 import os
@@ -100,14 +101,28 @@ def server_binary(kind):
     return out.stdout.strip()
 
 
+# Every server started and not yet stopped. An exit on any path (a normal
+# return, sys.exit, an exception, SIGTERM turned into SystemExit, even one
+# that lands while a server is still starting) stops what is left here.
+_RUNNING = []
+
+
+@atexit.register
+def _stop_running():
+    for server in list(_RUNNING):
+        server.stop()
+
+
 class Server:
     """One server with the module (and redis-cell when given) loaded.
     `extra` adds server arguments; `wrapper` runs the server under a tool
-    (valgrind); `timeout` is how long it may take to answer."""
+    (valgrind); `timeout` is how long it may take to answer. It is stopped
+    at exit if the caller did not stop it."""
 
     def __init__(self, kind, cell=None, extra=(), wrapper=(), timeout=15):
         if not os.path.isfile(MODULE):
             sys.exit(f"module not built at {MODULE}: run `make build`")
+        self.proc = None
         self.dir = tempfile.mkdtemp(prefix="slidewin-bench-")
         self.port = free_port()
         args = [server_binary(kind), "--port", str(self.port), "--bind", "127.0.0.1",
@@ -115,10 +130,18 @@ class Server:
                 "--logfile", "server.log", "--loadmodule", MODULE]
         if cell:
             args += ["--loadmodule", os.path.abspath(cell)]
-        self.proc = subprocess.Popen(
-            list(wrapper) + args + list(extra),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.dir)
         self.r = redis.Redis(port=self.port, decode_responses=True)
+        # No SIGTERM between starting the process and registering it; the
+        # server itself gets the mask as it was (a child inherits the mask).
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        try:
+            self.proc = subprocess.Popen(
+                list(wrapper) + args + list(extra),
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.dir,
+                preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, mask))
+            _RUNNING.append(self)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         deadline = time.time() + timeout
         while True:
             try:
@@ -126,24 +149,35 @@ class Server:
                 break
             except redis.exceptions.ConnectionError:
                 if time.time() > deadline or self.proc.poll() is not None:
-                    log = open(os.path.join(self.dir, "server.log")).read()
-                    self.proc.kill()
-                    self.proc.wait()
-                    shutil.rmtree(self.dir, ignore_errors=True)
+                    with open(os.path.join(self.dir, "server.log")) as f:
+                        log = f.read()
+                    self.stop()
                     sys.exit("server did not start:\n" + log)
                 time.sleep(0.05)
         self.version = self.r.info("server").get("valkey_version") or self.r.info("server")["redis_version"]
 
     def stop(self):
+        """Stops the server (SIGTERM, its graceful shutdown; with no save
+        point configured it saves nothing; a kill after 10 s) and removes its
+        directory. Stopping twice does nothing more. Not SHUTDOWN: redis-py
+        retries the connection the server has just closed, for seconds."""
+        if self not in _RUNNING:
+            return
         try:
-            self.r.shutdown(nosave=True)
-        except redis.exceptions.ConnectionError:
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
+            if self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+        finally:
+            # Interrupted (SIGTERM during the wait): make sure it is gone.
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            _RUNNING.remove(self)
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def run(server, args, n, keyspace, stat):

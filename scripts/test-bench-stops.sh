@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks that bench/bench.py stops the server it started on every exit path:
-# after a normal run, and when it is sent SIGTERM in the middle of one.
+# after a normal run, and when it is sent SIGTERM in the middle of one or
+# while a server is starting.
 # Its servers are recognised by their working directory, the temp dir the
 # bench makes (slidewin-bench-*): servers rewrite their process title.
 set -uo pipefail
@@ -32,6 +33,29 @@ if wait_for 30 a_server; then
   wait "$bench" 2>/dev/null
   if wait_for 15 no_server; then passed=$((passed + 1)); else
     failed=$((failed + 1)); echo "FAIL: server left running after SIGTERM: $(servers)"
+    servers | xargs -r kill -9
+  fi
+else
+  kill -9 "$bench" 2>/dev/null
+  failed=$((failed + 1)); echo "FAIL: the bench never started a server"
+fi
+# SIGTERM while a server is still starting, before it answers PING: the
+# server is frozen (SIGSTOP) the moment it appears, so the bench is held in
+# its wait for the first PING when the signal lands; thawed right after.
+python3 bench/bench.py --scale 0.5 --rounds 1 >/dev/null 2>&1 &
+bench=$!
+deadline=$((SECONDS + 30)) frozen=""
+while [ -z "$frozen" ] && [ $SECONDS -lt $deadline ]; do
+  frozen=$(servers)
+done
+if [ -n "$frozen" ]; then
+  kill -STOP $frozen
+  kill -TERM "$bench"
+  sleep 0.5
+  kill -CONT $frozen 2>/dev/null
+  wait "$bench" 2>/dev/null
+  if wait_for 15 no_server; then passed=$((passed + 1)); else
+    failed=$((failed + 1)); echo "FAIL: server left running after SIGTERM during its start: $(servers)"
     servers | xargs -r kill -9
   fi
 else
