@@ -11,7 +11,7 @@
 #   BASE_PORT     [30001]                nodes use BASE_PORT .. BASE_PORT+5 (bus: +10000)
 #   SERVER        [redis-server]         server binary (a valkey-server works too)
 #   CLI           [redis-cli]            client used for --cluster create
-#   MODULE        [target/release/libslidewin.so]
+#   MODULE        [target/release/libslidewin.so]  "none": no module (the FUNCTION library path)
 #   MODULE_ARGS   []                     e.g. "max-limit 1000"
 #   NODE_TIMEOUT  [5000]                 cluster-node-timeout in ms (failover speed)
 #   EXTRA_ARGS    []                     more server arguments for every node
@@ -40,7 +40,12 @@ wait_for() { # wait_for <seconds> <command...>: poll until the command succeeds
 }
 
 start() {
-  [ -f "$MODULE" ] || { echo "cluster: module not built at $MODULE: run make build" >&2; exit 1; }
+  local load=()
+  if [ "$MODULE" != none ]; then
+    [ -f "$MODULE" ] || { echo "cluster: module not built at $MODULE: run make build" >&2; exit 1; }
+    # shellcheck disable=SC2206
+    load=(--loadmodule "$MODULE" $MODULE_ARGS)
+  fi
   mkdir -p "$CLUSTER_DIR"
   for port in $(ports); do
     local dir="$CLUSTER_DIR/$port"
@@ -51,7 +56,7 @@ start() {
       --cluster-enabled yes --cluster-config-file nodes.conf \
       --cluster-node-timeout "$NODE_TIMEOUT" --save "" --appendonly no \
       --enable-debug-command yes --enable-module-command yes \
-      --loadmodule "$MODULE" $MODULE_ARGS $EXTRA_ARGS
+      "${load[@]}" $EXTRA_ARGS
   done
   for port in $(ports); do
     wait_for 15 "$CLI" -p "$port" ping || {

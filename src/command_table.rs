@@ -1,7 +1,8 @@
 //! The one command table: every command slidewin declares, with all the
 //! server is told about it. Registration, flags, the legacy key triple, ACL
-//! categories and COMMAND INFO/DOCS (arity, key specs, arguments) all derive
-//! from [`COMMANDS`]; nothing else lists the commands.
+//! categories, COMMAND INFO/DOCS (arity, key specs, arguments) and the
+//! `INFO slidewin` counters all derive from [`COMMANDS`]; nothing else lists
+//! the commands.
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
@@ -11,6 +12,7 @@ use redis_module::Context;
 use crate::command_info::{self, CommandDoc};
 use crate::commands;
 use crate::ffi::{self, command_fn, CommandFn, StoreError};
+use crate::stats::Counter;
 
 /// One command.
 pub struct CommandSpec {
@@ -26,6 +28,9 @@ pub struct CommandSpec {
     /// has no API for it). As for Redis's own commands, what is not `fast`
     /// is `slow`.
     pub acl_categories: &'static CStr,
+    /// The `INFO slidewin` counters the command moves (besides `errors`,
+    /// which every command moves); INFO shows these, in table order.
+    pub counters: &'static [Counter],
 }
 
 pub const COMMANDS: [CommandSpec; 5] = [
@@ -35,6 +40,11 @@ pub const COMMANDS: [CommandSpec; 5] = [
         flags: c"write deny-oom",
         keys: (1, 1, 1),
         acl_categories: c"write sortedset slow",
+        counters: &[
+            Counter::ChecksAllowed,
+            Counter::ChecksDenied,
+            Counter::CostGranted,
+        ],
     },
     CommandSpec {
         // Not `fast`: PEEK steps over the expired entries a CHECK would have
@@ -44,6 +54,7 @@ pub const COMMANDS: [CommandSpec; 5] = [
         flags: c"readonly",
         keys: (1, 1, 1),
         acl_categories: c"read sortedset slow",
+        counters: &[Counter::Peeks],
     },
     CommandSpec {
         // MCHECK's keys (every third argument after numrules) are reported by
@@ -53,6 +64,11 @@ pub const COMMANDS: [CommandSpec; 5] = [
         flags: c"write deny-oom getkeys-api",
         keys: (0, 0, 0),
         acl_categories: c"write sortedset slow",
+        counters: &[
+            Counter::ChecksAllowed,
+            Counter::ChecksDenied,
+            Counter::CostGranted,
+        ],
     },
     CommandSpec {
         doc: &command_info::UNDO,
@@ -60,6 +76,7 @@ pub const COMMANDS: [CommandSpec; 5] = [
         flags: c"write fast",
         keys: (1, 1, 1),
         acl_categories: c"write sortedset fast",
+        counters: &[Counter::Undone],
     },
     CommandSpec {
         // Keyless; it reveals key names from the whole keyspace, so it is
@@ -69,6 +86,7 @@ pub const COMMANDS: [CommandSpec; 5] = [
         flags: c"admin",
         keys: (0, 0, 0),
         acl_categories: c"admin dangerous slow",
+        counters: &[],
     },
 ];
 
@@ -80,6 +98,7 @@ pub const FAULT_COMMANDS: [CommandSpec; 1] = [CommandSpec {
     flags: c"readonly",
     keys: (1, 1, 1),
     acl_categories: c"read sortedset slow",
+    counters: &[],
 }];
 #[cfg(not(feature = "fault-injection"))]
 pub const FAULT_COMMANDS: [CommandSpec; 0] = [];

@@ -1,11 +1,12 @@
 //! Counters since the module loaded, shown by `INFO slidewin`.
 //!
-//! Fields (the server prefixes each with `slidewin_`):
-//! `checks_allowed`, `checks_denied` (CHECK and MCHECK calls), `peeks`,
+//! Fields (the server prefixes each with `slidewin_`), derived from the
+//! command table (each command lists the counters it moves):
+//! `checks_allowed`, `checks_denied` (CHECK and MCHECK calls),
 //! `cost_granted` (entries added by allowed checks, over all their keys),
-//! `undone` (entries SLIDEWIN.UNDO removed) and `errors` (error replies the
-//! commands gave; arity
-//! errors come from the server itself, which checks the declared arity).
+//! `peeks`, `undone` (entries SLIDEWIN.UNDO removed), then `errors` (error
+//! replies the commands gave; arity errors come from the server itself,
+//! which checks the declared arity).
 //!
 //! A second section, `slidewin_capabilities`, says what the module found the
 //! server able to do when it loaded (1 or 0): `acl_categories` (the server
@@ -19,58 +20,118 @@
 //! `top_period_ms`, `top_keys_tracked` (over every epoch and both outcomes)
 //! and `top_memory_bytes` (what it holds; bounded by the capacity).
 
+use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::command_table::COMMANDS;
 use crate::ffi::InfoWriter;
 
-static CHECKS_ALLOWED: AtomicU64 = AtomicU64::new(0);
-static CHECKS_DENIED: AtomicU64 = AtomicU64::new(0);
-static PEEKS: AtomicU64 = AtomicU64::new(0);
-static COST_GRANTED: AtomicU64 = AtomicU64::new(0);
-static ERRORS: AtomicU64 = AtomicU64::new(0);
-static UNDONE: AtomicU64 = AtomicU64::new(0);
-
-fn bump(counter: &AtomicU64, by: u64) {
-    counter.fetch_add(by, Ordering::Relaxed);
+/// A counter of `slidewin_stats` that a command moves. Each command lists
+/// the counters it moves in the command table (`CommandSpec::counters`), and
+/// the INFO fields are those lists in table order, then `errors`, which
+/// every command moves: a counter no command declares is not shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    ChecksAllowed,
+    ChecksDenied,
+    CostGranted,
+    Peeks,
+    Undone,
 }
+
+impl Counter {
+    /// Every counter (the unit test checks each is declared by a command).
+    pub const ALL: [Counter; 5] = [
+        Counter::ChecksAllowed,
+        Counter::ChecksDenied,
+        Counter::CostGranted,
+        Counter::Peeks,
+        Counter::Undone,
+    ];
+
+    /// The INFO field, without the server's `slidewin_` prefix.
+    pub fn field(self) -> &'static CStr {
+        match self {
+            Counter::ChecksAllowed => c"checks_allowed",
+            Counter::ChecksDenied => c"checks_denied",
+            Counter::CostGranted => c"cost_granted",
+            Counter::Peeks => c"peeks",
+            Counter::Undone => c"undone",
+        }
+    }
+
+    fn cell(self) -> &'static AtomicU64 {
+        static CHECKS_ALLOWED: AtomicU64 = AtomicU64::new(0);
+        static CHECKS_DENIED: AtomicU64 = AtomicU64::new(0);
+        static COST_GRANTED: AtomicU64 = AtomicU64::new(0);
+        static PEEKS: AtomicU64 = AtomicU64::new(0);
+        static UNDONE: AtomicU64 = AtomicU64::new(0);
+        match self {
+            Counter::ChecksAllowed => &CHECKS_ALLOWED,
+            Counter::ChecksDenied => &CHECKS_DENIED,
+            Counter::CostGranted => &COST_GRANTED,
+            Counter::Peeks => &PEEKS,
+            Counter::Undone => &UNDONE,
+        }
+    }
+
+    fn add(self, by: u64) {
+        self.cell().fetch_add(by, Ordering::Relaxed);
+    }
+
+    fn get(self) -> u64 {
+        self.cell().load(Ordering::Relaxed)
+    }
+}
+
+static ERRORS: AtomicU64 = AtomicU64::new(0);
 
 pub fn record_check(allowed: bool, cost: u64) {
     if allowed {
-        bump(&CHECKS_ALLOWED, 1);
-        bump(&COST_GRANTED, cost);
+        Counter::ChecksAllowed.add(1);
+        Counter::CostGranted.add(cost);
     } else {
-        bump(&CHECKS_DENIED, 1);
+        Counter::ChecksDenied.add(1);
     }
 }
 
 pub fn record_peek() {
-    bump(&PEEKS, 1);
+    Counter::Peeks.add(1);
 }
 
 pub fn record_undo(removed: u64) {
-    bump(&UNDONE, removed);
+    Counter::Undone.add(removed);
 }
 
 pub fn record_error() {
-    bump(&ERRORS, 1);
+    ERRORS.fetch_add(1, Ordering::Relaxed);
 }
 
-/// The counters as (field, value) pairs, in INFO order.
-pub fn snapshot() -> [(&'static std::ffi::CStr, u64); 6] {
-    let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-    [
-        (c"checks_allowed", get(&CHECKS_ALLOWED)),
-        (c"checks_denied", get(&CHECKS_DENIED)),
-        (c"peeks", get(&PEEKS)),
-        (c"cost_granted", get(&COST_GRANTED)),
-        (c"undone", get(&UNDONE)),
-        (c"errors", get(&ERRORS)),
-    ]
+/// The counters the command table declares, each once, in table order.
+pub fn declared() -> Vec<Counter> {
+    let mut out: Vec<Counter> = Vec::new();
+    for c in COMMANDS.iter().flat_map(|c| c.counters) {
+        if !out.contains(c) {
+            out.push(*c);
+        }
+    }
+    out
+}
+
+/// The `slidewin_stats` fields as (field, value) pairs, in INFO order: the
+/// declared counters, then `errors`.
+pub fn snapshot() -> Vec<(&'static CStr, u64)> {
+    let mut out: Vec<(&'static CStr, u64)> = declared()
+        .into_iter()
+        .map(|c| (c.field(), c.get()))
+        .collect();
+    out.push((c"errors", ERRORS.load(Ordering::Relaxed)));
+    out
 }
 
 /// What the server supports, as (field, 0 or 1) pairs in INFO order: each
 /// optional API is detected by its function pointer, never by version.
-pub fn capabilities() -> [(&'static std::ffi::CStr, u64); 2] {
+pub fn capabilities() -> [(&'static CStr, u64); 2] {
     [
         (
             c"acl_categories",
@@ -102,4 +163,36 @@ fn write_info(info: &mut InfoWriter) {
 /// Installs the module's INFO sections.
 pub fn register(ctx: &redis_module::Context) {
     crate::ffi::register_info(ctx, write_info);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_counter_is_declared_by_a_command_and_shown_once() {
+        let declared = declared();
+        for c in Counter::ALL {
+            assert!(declared.contains(&c), "{c:?}: no command declares it");
+        }
+        let fields: Vec<&CStr> = snapshot().iter().map(|(f, _)| *f).collect();
+        assert_eq!(
+            fields,
+            [
+                c"checks_allowed",
+                c"checks_denied",
+                c"cost_granted",
+                c"peeks",
+                c"undone",
+                c"errors"
+            ]
+        );
+        for spec in COMMANDS.iter() {
+            let mut seen = Vec::new();
+            for c in spec.counters {
+                assert!(!seen.contains(c), "{:?} twice", spec.doc.name);
+                seen.push(*c);
+            }
+        }
+    }
 }

@@ -20,6 +20,7 @@ on_every_server! {
     crossslot_transactions_and_scripts_are_refused => crossslot;
     hash_tagged_keys_work_together => hash_tags;
     python_cluster_example_runs => python_cluster_example;
+    python_client_falls_back_to_the_function_library_on_every_primary => python_function_fallback;
     failover_keeps_replicated_decisions => failover;
 }
 
@@ -31,6 +32,8 @@ struct Cluster {
     flavor: Flavor,
     base: u16,
     dir: tempfile::TempDir,
+    /// Whether the nodes load the module (else: the FUNCTION library path).
+    module: bool,
 }
 
 fn script() -> PathBuf {
@@ -66,6 +69,15 @@ impl Cluster {
     /// check and the start (another process bound a port) is retried with
     /// another one.
     fn start(flavor: Flavor, node_timeout_ms: u32) -> Cluster {
+        Self::launch(flavor, node_timeout_ms, true)
+    }
+
+    /// A 3+3 cluster of plain servers, without the module.
+    fn start_without_module(flavor: Flavor) -> Cluster {
+        Self::launch(flavor, 5000, false)
+    }
+
+    fn launch(flavor: Flavor, node_timeout_ms: u32, module: bool) -> Cluster {
         let mut last = String::new();
         for _attempt in 0..5 {
             let dir = tempfile::Builder::new()
@@ -73,7 +85,12 @@ impl Cluster {
                 .tempdir()
                 .expect("temp dir");
             let base = free_base();
-            let cluster = Cluster { flavor, base, dir };
+            let cluster = Cluster {
+                flavor,
+                base,
+                dir,
+                module,
+            };
             let out = cluster
                 .command("start")
                 .env("NODE_TIMEOUT", node_timeout_ms.to_string())
@@ -102,7 +119,14 @@ impl Cluster {
             .env("BASE_PORT", self.base.to_string())
             .env("SERVER", self.flavor.binary())
             .env("CLI", cli())
-            .env("MODULE", module_path());
+            .env(
+                "MODULE",
+                if self.module {
+                    module_path()
+                } else {
+                    PathBuf::from("none")
+                },
+            );
         cmd
     }
 
@@ -664,4 +688,84 @@ fn python_cluster_example(flavor: Flavor) {
             "most denied: [('sms:{user:42}:ip:203.0.113.7', 1, 0)]",
         ]
     );
+}
+
+/// The Python client on a cluster whose nodes lack the module: the first
+/// call meets "unknown command", the client loads the FUNCTION library on
+/// every primary, and CHECK, MCHECK, PEEK and UNDO answer through FCALL on
+/// keys of every master, with the same decisions as the module's.
+fn python_function_fallback(flavor: Flavor) {
+    let cluster = Cluster::start_without_module(flavor);
+    let masters = cluster.masters(cluster.base);
+    // One key per master, found by its slot.
+    let mut c = cluster.conn(cluster.base);
+    let mut keys: Vec<String> = Vec::new();
+    for (_, _, ranges) in &masters {
+        let key = (0..10_000)
+            .map(|i| format!("fb:{i}"))
+            .find(|k| {
+                let slot = keyslot(&mut c, k);
+                ranges.iter().any(|&(a, b)| (a..=b).contains(&slot))
+            })
+            .expect("a key on every master");
+        keys.push(key);
+    }
+    let script = r#"
+import sys
+import redis.cluster
+from slidewin import Limiter, Rule
+port, keys = int(sys.argv[1]), sys.argv[2:]
+rc = redis.cluster.RedisCluster(host="127.0.0.1", port=port, decode_responses=True)
+lim = Limiter(rc)
+for key in keys:
+    got = [lim.check(key, 2, 60000) for _ in range(3)]
+    print(key, [d.allowed for d in got], sorted({d.source for d in got}), got[2].retry_after_ms > 0)
+    print("peek", lim.peek(key, 2, 60000).remaining)
+    undone = lim.undo(got[0])
+    print("undo", undone, lim.peek(key, 2, 60000).remaining)
+both = lim.check_all([Rule("{u:1}:ip", 1, 60000), Rule("{u:1}:phone", 1, 60000)])
+again = lim.check_all([Rule("{u:1}:ip", 5, 60000), Rule("{u:1}:phone", 1, 60000)])
+print("mcheck", both.allowed, again.allowed, both.source)
+"#;
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = stdout_of(
+        Command::new(python)
+            .arg("-c")
+            .arg(script)
+            .arg(cluster.base.to_string())
+            .args(&keys),
+        "run python3 with the slidewin client (make python-client)",
+    );
+    let mut expected: Vec<String> = Vec::new();
+    for key in &keys {
+        expected.push(format!("{key} [True, True, False] ['function'] True"));
+        expected.push("peek 0".into());
+        expected.push("undo 1 1".into());
+    }
+    expected.push("mcheck True False function".into());
+    assert_eq!(out.lines().collect::<Vec<_>>(), expected, "{out}");
+    // The library is on every primary and, replicated, on its replica; the
+    // module is on none of them.
+    for port in cluster.ports() {
+        let mut n = cluster.conn(port);
+        let libs: redis::Value = redis::cmd("FUNCTION").arg("LIST").query(&mut n).unwrap();
+        assert!(
+            format!("{libs:?}").contains("slidewin"),
+            "node {port}: {libs:?}"
+        );
+        let modules: redis::Value = redis::cmd("MODULE").arg("LIST").query(&mut n).unwrap();
+        assert!(
+            !format!("{modules:?}").contains("slidewin"),
+            "node {port}: {modules:?}"
+        );
+    }
+    // Each key holds what the decisions say: one entry left after the undo.
+    for key in &keys {
+        let (port, _) = cluster.owner(keyslot(&mut c, key));
+        let n: i64 = redis::cmd("ZCARD")
+            .arg(key)
+            .query(&mut cluster.conn(port))
+            .unwrap();
+        assert_eq!(n, 1, "{key}");
+    }
 }

@@ -38,7 +38,8 @@ class AsyncLimiter:
         if not self.policy.use_function:
             try:
                 return await self.client.execute_command(*build(False))
-            except redis.exceptions.ResponseError as e:
+            except redis.exceptions.RedisError as e:
+                # Connection errors are RedisErrors too: re-raised here.
                 if not (is_unknown_command(e) and self.policy.function_fallback):
                     raise
                 await self._load_library()

@@ -37,8 +37,12 @@ def library_code() -> str:
 
 
 def is_unknown_command(e: Exception) -> bool:
+    """Whether `e` says the module is not loaded: the server's "unknown
+    command" reply, or a cluster client's refusal to route a command its
+    COMMAND table lacks ("... command doesn't exist in Redis commands",
+    raised by redis-py before anything is sent)."""
     text = str(e).lower()
-    return "unknown command" in text and "slidewin" in text
+    return "slidewin" in text and ("unknown command" in text or "doesn't exist in redis commands" in text)
 
 
 def with_timeout(client, timeout_ms: Optional[int]):
@@ -228,7 +232,8 @@ class Limiter:
         if not self.policy.use_function:
             try:
                 return self.client.execute_command(*build(False))
-            except redis.exceptions.ResponseError as e:
+            except redis.exceptions.RedisError as e:
+                # Connection errors are RedisErrors too: re-raised here.
                 if not (is_unknown_command(e) and self.policy.function_fallback):
                     raise
                 self._load_library()

@@ -134,3 +134,18 @@ def test_the_packaged_library_is_scripts_slidewin_lua():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
     with open(os.path.join(root, "scripts", "slidewin.lua"), encoding="utf-8") as f:
         assert library_code() == f.read(), "clients/python/slidewin/slidewin.lua is a link to scripts/slidewin.lua"
+
+
+def test_a_missing_module_is_recognised_from_the_server_or_the_cluster_client():
+    from redis.exceptions import ConnectionError, RedisError, ResponseError
+
+    from slidewin.limiter import is_unknown_command
+
+    # The server's reply (a plain client), and redis-py's cluster client,
+    # which refuses to route a command missing from its COMMAND table.
+    assert is_unknown_command(ResponseError("unknown command 'SLIDEWIN.CHECK', with args beginning with: 'k' "))
+    assert is_unknown_command(RedisError("SLIDEWIN.CHECK command doesn't exist in Redis commands"))
+    # Anything else is not a reason to fall back.
+    assert not is_unknown_command(ResponseError("unknown command 'FOO', with args beginning with: "))
+    assert not is_unknown_command(ResponseError("ERR limit must be an integer between 1 and 1000000"))
+    assert not is_unknown_command(ConnectionError("Error 111 connecting to localhost:6379. Connection refused."))
