@@ -26,41 +26,35 @@ if no_server; then passed=$((passed + 1)); else
   failed=$((failed + 1)); echo "FAIL: server left running after a normal run: $(servers)"
 fi
 
-python3 bench/bench.py --scale 0.5 --rounds 1 >/dev/null 2>&1 &
-bench=$!
-if wait_for 30 a_server; then
+# terminated WHEN FREEZE: starts a bench, sends it SIGTERM 2 s after its
+# server appears (in the middle of a load), and checks that no server is
+# left. With FREEZE=freeze the server is stopped (SIGSTOP) the moment it
+# appears and thawed after the signal, so the signal lands while the bench
+# still waits for the first PING: a window an unfrozen start crosses in a
+# few ms.
+terminated() {
+  local when=$1 freeze=$2 bench server=""
+  python3 bench/bench.py --scale 0.5 --rounds 1 >/dev/null 2>&1 &
+  bench=$!
+  local deadline=$((SECONDS + 30))
+  while [ -z "$server" ] && [ $SECONDS -lt $deadline ]; do
+    server=$(servers)
+  done
+  if [ -z "$server" ]; then
+    kill -9 "$bench" 2>/dev/null
+    failed=$((failed + 1)); echo "FAIL: the bench never started a server"
+    return
+  fi
+  if [ "$freeze" = freeze ]; then kill -STOP $server; else sleep 2; fi
   kill -TERM "$bench"
+  if [ "$freeze" = freeze ]; then sleep 0.5; kill -CONT $server 2>/dev/null; fi
   wait "$bench" 2>/dev/null
   if wait_for 15 no_server; then passed=$((passed + 1)); else
-    failed=$((failed + 1)); echo "FAIL: server left running after SIGTERM: $(servers)"
+    failed=$((failed + 1)); echo "FAIL: server left running after SIGTERM $when: $(servers)"
     servers | xargs -r kill -9
   fi
-else
-  kill -9 "$bench" 2>/dev/null
-  failed=$((failed + 1)); echo "FAIL: the bench never started a server"
-fi
-# SIGTERM while a server is still starting, before it answers PING: the
-# server is frozen (SIGSTOP) the moment it appears, so the bench is held in
-# its wait for the first PING when the signal lands; thawed right after.
-python3 bench/bench.py --scale 0.5 --rounds 1 >/dev/null 2>&1 &
-bench=$!
-deadline=$((SECONDS + 30)) frozen=""
-while [ -z "$frozen" ] && [ $SECONDS -lt $deadline ]; do
-  frozen=$(servers)
-done
-if [ -n "$frozen" ]; then
-  kill -STOP $frozen
-  kill -TERM "$bench"
-  sleep 0.5
-  kill -CONT $frozen 2>/dev/null
-  wait "$bench" 2>/dev/null
-  if wait_for 15 no_server; then passed=$((passed + 1)); else
-    failed=$((failed + 1)); echo "FAIL: server left running after SIGTERM during its start: $(servers)"
-    servers | xargs -r kill -9
-  fi
-else
-  kill -9 "$bench" 2>/dev/null
-  failed=$((failed + 1)); echo "FAIL: the bench never started a server"
-fi
+}
+terminated "in a run" no
+terminated "during its start" freeze
 echo "bench-stops: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
