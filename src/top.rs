@@ -157,6 +157,38 @@ impl SpaceSaving {
         None
     }
 
+    /// The table position of the tracked slot `slot` whose key hashes to
+    /// `h`: a probe comparing slot numbers, no key bytes.
+    fn position_of(&self, slot: u32, h: u64) -> Option<usize> {
+        let mask = self.mask();
+        let mut i = (h as usize) & mask;
+        for _ in 0..self.table.len() {
+            let (at, _) = *self.table.get(i)?;
+            if at == slot {
+                return Some(i);
+            }
+            if at == EMPTY {
+                return None;
+            }
+            i = (i + 1) & mask;
+        }
+        None
+    }
+
+    /// The first empty table position from `h`'s home, for a key known to
+    /// be absent.
+    fn vacancy(&self, h: u64) -> Option<usize> {
+        let mask = self.mask();
+        let mut i = (h as usize) & mask;
+        for _ in 0..self.table.len() {
+            if self.table.get(i)?.0 == EMPTY {
+                return Some(i);
+            }
+            i = (i + 1) & mask;
+        }
+        None
+    }
+
     /// Removes the table entry at `i` (backward-shift deletion, so probes
     /// never need tombstones). The fingerprints give each entry's home.
     fn unlink(&mut self, mut i: usize) {
@@ -310,12 +342,12 @@ impl SpaceSaving {
         let old_pos = self
             .slots
             .get(victim as usize)
-            .and_then(|v| self.find(&v.key, v.hash));
-        if let Some((old_pos, Some(_))) = old_pos {
+            .and_then(|v| self.position_of(victim, v.hash));
+        if let Some(old_pos) = old_pos {
             self.unlink(old_pos);
         }
         // The table may have shifted: find the new key's place again.
-        let Some((pos, _)) = self.find(key, h) else {
+        let Some(pos) = self.vacancy(h) else {
             return;
         };
         if let Some(v) = self.slots.get_mut(victim as usize) {
