@@ -693,7 +693,8 @@ fn python_cluster_example(flavor: Flavor) {
 /// The Python client on a cluster whose nodes lack the module: the first
 /// call meets "unknown command", the client loads the FUNCTION library on
 /// every primary, and CHECK, MCHECK, PEEK and UNDO answer through FCALL on
-/// keys of every master, with the same decisions as the module's.
+/// keys of every master, with the same decisions as the module's; the
+/// asyncio client (AsyncLimiter over redis.asyncio's RedisCluster) too.
 fn python_function_fallback(flavor: Flavor) {
     let cluster = Cluster::start_without_module(flavor);
     let masters = cluster.masters(cluster.base);
@@ -726,6 +727,19 @@ for key in keys:
 both = lim.check_all([Rule("{u:1}:ip", 1, 60000), Rule("{u:1}:phone", 1, 60000)])
 again = lim.check_all([Rule("{u:1}:ip", 5, 60000), Rule("{u:1}:phone", 1, 60000)])
 print("mcheck", both.allowed, again.allowed, both.source)
+
+import asyncio
+import redis.asyncio.cluster
+from slidewin import AsyncLimiter
+
+async def on_asyncio():
+    arc = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=port, decode_responses=True)
+    alim = AsyncLimiter(arc)
+    got = [await alim.check("{u:2}:async", 1, 60000) for _ in range(2)]
+    print("async", [d.allowed for d in got], got[0].source)
+    await arc.aclose()
+
+asyncio.run(on_asyncio())
 "#;
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let out = stdout_of(
@@ -743,6 +757,7 @@ print("mcheck", both.allowed, again.allowed, both.source)
         expected.push("undo 1 1".into());
     }
     expected.push("mcheck True False function".into());
+    expected.push("async [True, False] function".into());
     assert_eq!(out.lines().collect::<Vec<_>>(), expected, "{out}");
     // The library is on every primary and, replicated, on its replica; the
     // module is on none of them.
