@@ -17,13 +17,15 @@ wait_for() { # wait_for SECONDS CMD...: poll until CMD succeeds
   local deadline=$((SECONDS + $1)); shift
   until "$@"; do [ $SECONDS -lt $deadline ] || return 1; sleep 0.1; done
 }
-no_server() { [ -z "$(servers)" ]; }
+# The loads the bench drives: none may outlive it either.
+loads() { pgrep -f "^redis-benchmark " || true; }
+no_server() { [ -z "$(servers)$(loads)" ]; }
 a_server() { [ -n "$(servers)" ]; }
-wait_for 10 no_server || { echo "bench-stops: a bench server is already running: $(servers)"; exit 1; }
+wait_for 10 no_server || { echo "bench-stops: a bench server or load is already running: $(servers) $(loads)"; exit 1; }
 
 python3 bench/bench.py --scale 0.01 --rounds 1 >/dev/null 2>&1
 if no_server; then passed=$((passed + 1)); else
-  failed=$((failed + 1)); echo "FAIL: server left running after a normal run: $(servers)"
+  failed=$((failed + 1)); echo "FAIL: server or load left running after a normal run: $(servers) $(loads)"
 fi
 
 # terminated WHEN FREEZE: starts a bench, sends it SIGTERM 2 s after its
@@ -50,8 +52,8 @@ terminated() {
   if [ "$freeze" = freeze ]; then sleep 0.5; kill -CONT $server 2>/dev/null; fi
   wait "$bench" 2>/dev/null
   if wait_for 15 no_server; then passed=$((passed + 1)); else
-    failed=$((failed + 1)); echo "FAIL: server left running after SIGTERM $when: $(servers)"
-    servers | xargs -r kill -9
+    failed=$((failed + 1)); echo "FAIL: server or load left running after SIGTERM $when: $(servers) $(loads)"
+    { servers; loads; } | xargs -r kill -9
   fi
 }
 terminated "in a run" no
