@@ -136,57 +136,42 @@ impl SpaceSaving {
         self.table.len().saturating_sub(1)
     }
 
-    /// The table position holding `key`, or the empty one where it would go.
-    fn find(&self, key: &[u8], h: u64) -> Option<(usize, Option<usize>)> {
-        if self.table.is_empty() {
-            return None;
-        }
+    /// The first table position from `h`'s home whose entry satisfies
+    /// `stop` (linear probing over the whole table at most).
+    fn probe(&self, h: u64, stop: impl Fn((u32, u32)) -> bool) -> Option<usize> {
         let mask = self.mask();
-        let fingerprint = h as u32;
         let mut i = (h as usize) & mask;
         for _ in 0..self.table.len() {
-            let (at, fp) = *self.table.get(i)?;
-            if at == EMPTY {
-                return Some((i, None));
-            }
-            if fp == fingerprint && self.slots.get(at as usize).is_some_and(|s| s.key == key) {
-                return Some((i, Some(at as usize)));
+            if stop(*self.table.get(i)?) {
+                return Some(i);
             }
             i = (i + 1) & mask;
         }
         None
+    }
+
+    /// The table position holding `key`, or the empty one where it would go.
+    fn find(&self, key: &[u8], h: u64) -> Option<(usize, Option<usize>)> {
+        let fingerprint = h as u32;
+        let i = self.probe(h, |(at, fp)| {
+            at == EMPTY
+                || (fp == fingerprint && self.slots.get(at as usize).is_some_and(|s| s.key == key))
+        })?;
+        let at = self.table.get(i)?.0;
+        Some((i, (at != EMPTY).then_some(at as usize)))
     }
 
     /// The table position of the tracked slot `slot` whose key hashes to
     /// `h`: a probe comparing slot numbers, no key bytes.
     fn position_of(&self, slot: u32, h: u64) -> Option<usize> {
-        let mask = self.mask();
-        let mut i = (h as usize) & mask;
-        for _ in 0..self.table.len() {
-            let (at, _) = *self.table.get(i)?;
-            if at == slot {
-                return Some(i);
-            }
-            if at == EMPTY {
-                return None;
-            }
-            i = (i + 1) & mask;
-        }
-        None
+        let i = self.probe(h, |(at, _)| at == slot || at == EMPTY)?;
+        (self.table.get(i)?.0 == slot).then_some(i)
     }
 
     /// The first empty table position from `h`'s home, for a key known to
     /// be absent.
     fn vacancy(&self, h: u64) -> Option<usize> {
-        let mask = self.mask();
-        let mut i = (h as usize) & mask;
-        for _ in 0..self.table.len() {
-            if self.table.get(i)?.0 == EMPTY {
-                return Some(i);
-            }
-            i = (i + 1) & mask;
-        }
-        None
+        self.probe(h, |(at, _)| at == EMPTY)
     }
 
     /// Removes the table entry at `i` (backward-shift deletion, so probes

@@ -7,7 +7,7 @@ import redis
 import redis.asyncio
 
 from .decision import Decision, Rule
-from .limiter import CHECK, CHECK_ALL, OUTAGE_ERRORS, PEEK, Commands, Policy, _rule, _rules, is_unknown_command, library_code, with_timeout
+from .limiter import CHECK, CHECK_ALL, OUTAGE_ERRORS, PEEK, Commands, Policy, _rule, _rules, library_code, with_timeout
 
 
 class AsyncLimiter:
@@ -40,7 +40,7 @@ class AsyncLimiter:
                 return await self.client.execute_command(*build(False))
             except redis.exceptions.RedisError as e:
                 # Connection errors are RedisErrors too: re-raised here.
-                if not (is_unknown_command(e) and self.policy.function_fallback):
+                if not self.policy.falls_back(e):
                     raise
                 await self._load_library()
                 self.policy.use_function = True
@@ -49,21 +49,14 @@ class AsyncLimiter:
     async def _decide(self, kind: str, rules: Tuple[Rule, ...], cost: int) -> Decision:
         """As `Limiter._decide`, awaiting Redis."""
         policy = self.policy
-        cached = policy.cached(rules)
-        if cached:
-            return cached
-        if not policy.breaker.allow():
-            return policy.outage_answer(kind, rules, cost)
+        early = policy.without_redis(kind, rules, cost)
+        if early:
+            return early
         try:
             reply = await self._send(lambda f: policy.command(kind, f, rules, cost))
         except OUTAGE_ERRORS:
-            policy.breaker.failure()
-            return policy.outage_answer(kind, rules, cost)
-        policy.breaker.success()
-        decision = policy.parse(kind, reply, rules)
-        if kind != PEEK:
-            policy.remember(decision)
-        return decision
+            return policy.failed(kind, rules, cost)
+        return policy.answered(kind, reply, rules)
 
     async def check(self, key: str, limit: int, window_ms: int, cost: int = 1) -> Decision:
         return await self._decide(CHECK, (_rule(key, limit, window_ms),), cost)

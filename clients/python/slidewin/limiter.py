@@ -133,6 +133,38 @@ class Policy:
             return d.refusal(rules, wait, d.LOCAL_CACHE)
         return None
 
+    # Around the round trip, for both limiters: what answers before it,
+    # after a failure, and after a reply.
+
+    def without_redis(self, kind: str, rules: Tuple[Rule, ...], cost: int) -> Optional[Decision]:
+        """The denial cache's refusal, or the outage policy's answer while
+        the breaker is open; None when Redis should be asked."""
+        cached = self.cached(rules)
+        if cached:
+            return cached
+        if not self.breaker.allow():
+            return self.outage_answer(kind, rules, cost)
+        return None
+
+    def failed(self, kind: str, rules: Tuple[Rule, ...], cost: int) -> Decision:
+        """Redis could not be reached: the breaker counts it, the outage
+        policy answers."""
+        self.breaker.failure()
+        return self.outage_answer(kind, rules, cost)
+
+    def answered(self, kind: str, reply, rules: Tuple[Rule, ...]) -> Decision:
+        """Redis replied: its Decision; a denial is remembered (not a
+        peek's)."""
+        self.breaker.success()
+        decision = self.parse(kind, reply, rules)
+        if kind != PEEK:
+            self.remember(decision)
+        return decision
+
+    def falls_back(self, e: Exception) -> bool:
+        """Whether `e` (the module missing) moves the calls to the library."""
+        return self.function_fallback and is_unknown_command(e)
+
     # One call of each kind: its command, its reply's Decision, its answer
     # while Redis is away; `Limiter` and `AsyncLimiter` only do the I/O.
 
@@ -234,7 +266,7 @@ class Limiter:
                 return self.client.execute_command(*build(False))
             except redis.exceptions.RedisError as e:
                 # Connection errors are RedisErrors too: re-raised here.
-                if not (is_unknown_command(e) and self.policy.function_fallback):
+                if not self.policy.falls_back(e):
                     raise
                 self._load_library()
                 self.policy.use_function = True
@@ -244,21 +276,14 @@ class Limiter:
         """The local cache, else Redis (the breaker permitting), else the
         outage policy; denials from Redis are remembered (not a peek's)."""
         policy = self.policy
-        cached = policy.cached(rules)
-        if cached:
-            return cached
-        if not policy.breaker.allow():
-            return policy.outage_answer(kind, rules, cost)
+        early = policy.without_redis(kind, rules, cost)
+        if early:
+            return early
         try:
             reply = self._send(lambda f: policy.command(kind, f, rules, cost))
         except OUTAGE_ERRORS:
-            policy.breaker.failure()
-            return policy.outage_answer(kind, rules, cost)
-        policy.breaker.success()
-        decision = policy.parse(kind, reply, rules)
-        if kind != PEEK:
-            policy.remember(decision)
-        return decision
+            return policy.failed(kind, rules, cost)
+        return policy.answered(kind, reply, rules)
 
     # -- API -------------------------------------------------------------
 
