@@ -53,10 +53,20 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // Keys are signalled as modified (WATCH, client-side caching) only when
     // a call really changed them, not on every close of a key opened for
     // writing: a denied CHECK that trimmed nothing changes nothing.
-    ffi::set_module_options(
-        ctx,
-        redis_module::raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED,
-    );
+    let mut options = redis_module::raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED;
+    // Valkey's atomic slot migration (CLUSTER MIGRATESLOTS) loads a slot's
+    // keys on the target as plain ZADD / PEXPIREAT before the slot is owned
+    // there, and forwards the source's writes as the same effects. slidewin
+    // keeps no state about keys outside the keyspace (no timers, no keyspace
+    // subscriptions; TOP is node-local counts), so it only has to say so:
+    // declared wherever the server knows the flag.
+    let atomic_slot_migration = ffi::module_options_all()
+        .is_some_and(|all| all & ffi::OPTION_HANDLE_ATOMIC_SLOT_MIGRATION != 0);
+    if atomic_slot_migration {
+        options |= ffi::OPTION_HANDLE_ATOMIC_SLOT_MIGRATION;
+    }
+    ffi::set_module_options(ctx, options);
+    stats::declare_atomic_slot_migration(atomic_slot_migration);
     let raw_args: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
     let values = match config::parse_load_args(&raw_args) {
         Ok(values) => values,

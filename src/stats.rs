@@ -21,7 +21,7 @@
 //! and `top_memory_bytes` (what it holds; bounded by the capacity).
 
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::command_table::COMMANDS;
 use crate::ffi::InfoWriter;
@@ -129,15 +129,29 @@ pub fn snapshot() -> Vec<(&'static CStr, u64)> {
     out
 }
 
+/// Whether the module declared atomic slot migration at load.
+static ATOMIC_SLOT_MIGRATION: AtomicBool = AtomicBool::new(false);
+
+/// Records, at load, whether the module declared that it handles atomic
+/// slot migration (the server knows the option flag).
+pub fn declare_atomic_slot_migration(declared: bool) {
+    ATOMIC_SLOT_MIGRATION.store(declared, Ordering::Relaxed);
+}
+
 /// What the server supports, as (field, 0 or 1) pairs in INFO order: each
-/// optional API is detected by its function pointer, never by version.
-pub fn capabilities() -> [(&'static CStr, u64); 2] {
+/// optional API is detected by its function pointer, each module option by
+/// the server's own list of them, never by version.
+pub fn capabilities() -> [(&'static CStr, u64); 3] {
     [
         (
             c"acl_categories",
             u64::from(crate::ffi::has_acl_categories()),
         ),
         (c"cached_clock", u64::from(crate::ffi::has_cached_clock())),
+        (
+            c"atomic_slot_migration",
+            u64::from(ATOMIC_SLOT_MIGRATION.load(Ordering::Relaxed)),
+        ),
     ]
 }
 

@@ -22,6 +22,7 @@ on_every_server! {
     python_cluster_example_runs => python_cluster_example;
     python_client_falls_back_to_the_function_library_on_every_primary => python_function_fallback;
     failover_keeps_replicated_decisions => failover;
+    atomic_slot_migration_under_load => atomic_slot_migration;
 }
 
 /// A master: (port, node id, slot ranges).
@@ -783,4 +784,417 @@ asyncio.run(on_asyncio())
             .unwrap();
         assert_eq!(n, 1, "{key}");
     }
+}
+
+/// The server's own answer to "do you have `CLUSTER MIGRATESLOTS`?"
+/// (`COMMAND INFO` of the subcommand: nil where it does not exist).
+fn has_migrateslots(c: &mut Connection) -> bool {
+    let info: Vec<Value> = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("CLUSTER|MIGRATESLOTS")
+        .query(c)
+        .unwrap();
+    !matches!(info.first(), None | Some(Value::Nil))
+}
+
+/// One call of the migration load as its client saw it.
+struct AsmCall {
+    /// Indices into the load's keys.
+    keys: Vec<usize>,
+    allowed: bool,
+    members: Vec<Vec<u8>>,
+    sent_ms: i64,
+    received_ms: i64,
+}
+
+/// What one client of the migration load saw.
+#[derive(Default)]
+struct AsmClient {
+    calls: Vec<AsmCall>,
+    moved: usize,
+    tryagain: usize,
+}
+
+/// Enough room that calls are still allowed when the slot moves (about
+/// 30,000 calls in a run), tight enough that many are denied.
+const ASM_KEYS: usize = 4096;
+const ASM_LIMIT: usize = 8;
+const ASM_WINDOW_MS: i64 = 600_000;
+
+fn asm_key(i: usize) -> String {
+    format!("{{asm}}load:{i}")
+}
+
+fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// CHECKs and two-rule MCHECKs on `{asm}` keys until `stop`, sent to the
+/// node the client believes owns the slot, following MOVED (and ASK, and
+/// retrying TRYAGAIN) as a cluster client does; any other error fails.
+fn asm_client(
+    ports: Vec<u16>,
+    mut owner: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<AsmClient> {
+    std::thread::spawn(move || {
+        let connect = |port: u16| {
+            let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+            let c = client
+                .get_connection_with_timeout(Duration::from_secs(5))
+                .unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            c
+        };
+        let mut conns: HashMap<u16, Connection> = ports.iter().map(|&p| (p, connect(p))).collect();
+        let mut rng = rand::rng();
+        let mut seen = AsmClient::default();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !stop.load(std::sync::atomic::Ordering::Relaxed)
+            && std::time::Instant::now() < deadline
+        {
+            let keys: Vec<usize> = if rng.random_bool(0.3) {
+                let a = rng.random_range(0..ASM_KEYS);
+                vec![a, (a + 1 + rng.random_range(0..ASM_KEYS - 1)) % ASM_KEYS]
+            } else {
+                vec![rng.random_range(0..ASM_KEYS)]
+            };
+            let mut cmd = if keys.len() == 1 {
+                let mut cmd = redis::cmd("SLIDEWIN.CHECK");
+                cmd.arg(asm_key(keys[0])).arg(ASM_LIMIT).arg(ASM_WINDOW_MS);
+                cmd
+            } else {
+                let mut cmd = redis::cmd("SLIDEWIN.MCHECK");
+                cmd.arg(2);
+                for &k in &keys {
+                    cmd.arg(asm_key(k)).arg(ASM_LIMIT).arg(ASM_WINDOW_MS);
+                }
+                cmd
+            };
+            cmd.arg("WITHMEMBERS");
+            let mut asking = false;
+            for attempt in 0.. {
+                assert!(attempt < 200, "a call was redirected 200 times");
+                let c = conns.get_mut(&owner).expect("a node of the cluster");
+                let sent_ms = wall_ms();
+                let reply = if asking {
+                    redis::pipe()
+                        .cmd("ASKING")
+                        .ignore()
+                        .add_command(cmd.clone())
+                        .query::<(Value,)>(c)
+                        .map(|(v,)| v)
+                } else {
+                    cmd.query::<Value>(c)
+                };
+                let received_ms = wall_ms();
+                match reply {
+                    Ok(Value::Array(items)) => {
+                        let allowed = items.first() == Some(&Value::Int(1));
+                        let members: Vec<Vec<u8>> =
+                            redis::from_redis_value(items.last().expect("members"))
+                                .expect("members");
+                        seen.calls.push(AsmCall {
+                            keys: keys.clone(),
+                            allowed,
+                            members,
+                            sent_ms,
+                            received_ms,
+                        });
+                        break;
+                    }
+                    Ok(other) => panic!("not a WITHMEMBERS reply: {other:?}"),
+                    Err(e) => {
+                        let text = error_text(&e);
+                        let port = |t: &str| -> u16 {
+                            t.rsplit(':')
+                                .next()
+                                .and_then(|p| p.parse().ok())
+                                .unwrap_or_else(|| panic!("a redirection: {t}"))
+                        };
+                        if text.starts_with("MOVED ") {
+                            seen.moved += 1;
+                            owner = port(&text);
+                            asking = false;
+                        } else if text.starts_with("ASK ") {
+                            owner = port(&text);
+                            asking = true;
+                        } else if text.starts_with("TRYAGAIN") {
+                            seen.tryagain += 1;
+                            std::thread::sleep(Duration::from_millis(5));
+                        } else {
+                            panic!("a client got an error it cannot follow: {text}");
+                        }
+                    }
+                }
+            }
+        }
+        seen
+    })
+}
+
+/// The slot's migration as the source reports it (`CLUSTER
+/// GETSLOTMIGRATIONS`): the state of the newest job.
+fn migration_state(c: &mut Connection) -> Option<String> {
+    let jobs: Vec<Value> = redis::cmd("CLUSTER")
+        .arg("GETSLOTMIGRATIONS")
+        .query(c)
+        .ok()?;
+    let fields: Vec<String> = jobs
+        .last()
+        .map(|job| redis::from_redis_value::<Vec<Value>>(job).unwrap_or_default())?
+        .iter()
+        .map(|v| redis::from_redis_value::<String>(v).unwrap_or_default())
+        .collect();
+    let at = fields.iter().position(|f| f == "state")?;
+    fields.get(at + 1).cloned()
+}
+
+fn entries_and_expiry(c: &mut Connection, key: &str) -> (Vec<(String, i64)>, i64) {
+    let entries: Vec<(String, i64)> = redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(c)
+        .unwrap();
+    let at: i64 = redis::cmd("PEXPIRETIME").arg(key).query(c).unwrap();
+    (entries, at)
+}
+
+/// Valkey's atomic slot migration (`CLUSTER MIGRATESLOTS`) of a slot holding
+/// limiter keys while 8 clients keep calling CHECK and MCHECK on it with
+/// tight limits. On a server without it, the module must not declare it.
+fn atomic_slot_migration(flavor: Flavor) {
+    let cluster = Cluster::start(flavor, 5000);
+    let masters = cluster.masters(cluster.base);
+    // What the server says, tied to what the module declared (INFO slidewin)
+    // and to the server's own view of the module's options (INFO modules).
+    let mut any = cluster.conn(cluster.base);
+    let supported = has_migrateslots(&mut any);
+    for (port, _, _) in &masters {
+        let mut c = cluster.conn(*port);
+        let declared = info_field(&mut c, "slidewin", "slidewin_atomic_slot_migration");
+        assert_eq!(
+            declared.as_deref(),
+            Some(if supported { "1" } else { "0" }),
+            "node {port}: the server {} CLUSTER MIGRATESLOTS",
+            if supported { "has" } else { "lacks" }
+        );
+        let modules: String = redis::cmd("INFO").arg("modules").query(&mut c).unwrap();
+        let ours = modules
+            .lines()
+            .find(|l| l.contains("name=slidewin"))
+            .expect("slidewin in INFO modules")
+            .to_string();
+        assert_eq!(
+            ours.contains("handle-atomic-slot-migration"),
+            supported,
+            "{ours}"
+        );
+    }
+    if !supported {
+        eprintln!("atomic slot migration ({flavor:?}): the server has no CLUSTER MIGRATESLOTS; not declared");
+        return;
+    }
+
+    let slot = keyslot(&mut any, &asm_key(0));
+    let (source, _) = cluster.owner(slot);
+    let (target, target_id, _) = masters
+        .iter()
+        .find(|(p, _, _)| *p != source)
+        .cloned()
+        .expect("a target");
+    let mut src = cluster.conn(source);
+    // Keys the load never touches, with entries and expiries to carry over.
+    let still: Vec<String> = (0..10).map(|i| format!("{{asm}}still:{i}")).collect();
+    for (i, key) in still.iter().enumerate() {
+        let _: Value = redis::cmd("SLIDEWIN.CHECK")
+            .arg(key)
+            .arg(10)
+            .arg(60_000 + i as i64)
+            .arg("COST")
+            .arg(1 + i % 3)
+            .query(&mut src)
+            .unwrap();
+    }
+    let before: Vec<_> = still
+        .iter()
+        .map(|k| entries_and_expiry(&mut src, k))
+        .collect();
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..8)
+        .map(|_| asm_client(cluster.ports(), source, stop.clone()))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let migrate_ms = wall_ms();
+    let ok: String = redis::cmd("CLUSTER")
+        .arg("MIGRATESLOTS")
+        .arg("SLOTSRANGE")
+        .arg(slot)
+        .arg(slot)
+        .arg("NODE")
+        .arg(&target_id)
+        .query(&mut src)
+        .unwrap_or_else(|e| panic!("MIGRATESLOTS refused: {e}"));
+    assert_eq!(ok, "OK");
+    let done = wait_until(Duration::from_secs(60), || {
+        migration_state(&mut src).as_deref() == Some("success")
+    });
+    assert!(
+        done,
+        "the migration did not succeed: {:?}",
+        migration_state(&mut src)
+    );
+    let migrated_ms = wall_ms();
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen: Vec<AsmClient> = clients
+        .into_iter()
+        .map(|c| c.join().expect("a load client"))
+        .collect();
+
+    assert_eq!(cluster.owner(slot).0, target, "the target owns the slot");
+    let mut tgt = cluster.conn(target);
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            redis::cmd("CLUSTER")
+                .arg("COUNTKEYSINSLOT")
+                .arg(slot)
+                .query::<i64>(&mut src)
+                .is_ok_and(|n| n == 0)
+        }),
+        "the source still holds keys of the slot"
+    );
+    // Keys the load never touched: the same entries and expiry.
+    for (key, was) in still.iter().zip(&before) {
+        assert_eq!(
+            &entries_and_expiry(&mut tgt, key),
+            was,
+            "{key} on the target"
+        );
+    }
+
+    // The load: every member an allowed call got is on the target at a
+    // score within the call's time; nothing else is; no key holds more
+    // than its limit; each expiry is the newest entry plus the window.
+    let calls: Vec<&AsmCall> = seen.iter().flat_map(|s| &s.calls).collect();
+    let moved: usize = seen.iter().map(|s| s.moved).sum();
+    let tryagain: usize = seen.iter().map(|s| s.tryagain).sum();
+    let allowed = calls.iter().filter(|c| c.allowed).count();
+    let denied = calls.len() - allowed;
+    assert!(
+        allowed > 0 && denied > 0,
+        "{allowed} allowed, {denied} denied"
+    );
+    assert!(moved >= 8, "each client was redirected once: {moved}");
+    // Writes on both sides of the move: before it on the source, after it
+    // on the target.
+    let allowed_before = calls
+        .iter()
+        .filter(|c| c.allowed && c.received_ms < migrate_ms)
+        .count();
+    let allowed_after = calls
+        .iter()
+        .filter(|c| c.allowed && c.sent_ms > migrated_ms)
+        .count();
+    assert!(
+        allowed_before > 0 && allowed_after > 0,
+        "allowed calls before the migration {allowed_before}, after it {allowed_after}"
+    );
+    let mut given: Vec<HashMap<Vec<u8>, (i64, i64)>> = vec![HashMap::new(); ASM_KEYS];
+    for c in calls.iter().filter(|c| c.allowed) {
+        assert_eq!(c.members.len(), 1, "cost 1");
+        for &k in &c.keys {
+            let earlier = given[k].insert(c.members[0].clone(), (c.sent_ms, c.received_ms));
+            assert!(earlier.is_none(), "{}: a member given twice", asm_key(k));
+        }
+    }
+    let mut entries_total = 0;
+    for (k, members) in given.iter().enumerate() {
+        let key = asm_key(k);
+        let (entries, expiry) = entries_and_expiry(&mut tgt, &key);
+        assert!(
+            entries.len() <= ASM_LIMIT,
+            "{key}: {} entries",
+            entries.len()
+        );
+        assert_eq!(
+            entries.len(),
+            members.len(),
+            "{key}: entries vs allowed calls"
+        );
+        for (member, score) in &entries {
+            let (sent, received) = members
+                .get(member.as_bytes())
+                .unwrap_or_else(|| panic!("{key}: {member} was never given"));
+            assert!(
+                (sent - 1..=received + 1).contains(score),
+                "{key}: {member} scored {score}, the call ran {sent}..{received}"
+            );
+        }
+        if let Some(newest) = entries.iter().map(|e| e.1).max() {
+            assert_eq!(expiry, newest + ASM_WINDOW_MS, "{key}: expiry");
+        }
+        entries_total += entries.len();
+    }
+    // Checks keep working on the new owner: a full key refuses, publishes
+    // slidewin.denied and is listed by TOP there.
+    let full = (0..ASM_KEYS)
+        .find(|&k| given[k].len() == ASM_LIMIT)
+        .map(asm_key)
+        .expect("a key filled to its limit");
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "notify-keyspace-events", "Ed"])
+        .query(&mut tgt)
+        .unwrap();
+    let mut sub = cluster.conn(target);
+    sub.send_packed_command(
+        &redis::cmd("SUBSCRIBE")
+            .arg("__keyevent@0__:slidewin.denied")
+            .get_packed_command(),
+    )
+    .unwrap();
+    let _confirmed = sub.recv_response().expect("SUBSCRIBE confirmed");
+    let _: () = redis::cmd("SLIDEWIN.TOP")
+        .arg("RESET")
+        .query::<Value>(&mut tgt)
+        .map(|_| ())
+        .unwrap();
+    let refused: i64 = redis::cmd("SLIDEWIN.CHECK")
+        .arg(&full)
+        .arg(ASM_LIMIT)
+        .arg(ASM_WINDOW_MS)
+        .query(&mut tgt)
+        .unwrap();
+    assert_eq!(refused, 0, "{full} is full on the target");
+    let event = sub.recv_response().expect("a slidewin.denied event");
+    assert_eq!(
+        event,
+        Value::Array(vec![
+            Value::BulkString(b"message".to_vec()),
+            Value::BulkString(b"__keyevent@0__:slidewin.denied".to_vec()),
+            Value::BulkString(full.clone().into_bytes()),
+        ])
+    );
+    let top: Vec<(String, i64, i64)> = redis::cmd("SLIDEWIN.TOP")
+        .arg("DENIED")
+        .query(&mut tgt)
+        .unwrap();
+    assert_eq!(top, [(full.clone(), 1, 0)], "TOP on the new owner");
+    eprintln!(
+        "atomic slot migration ({flavor:?}): slot {slot} {source} -> {target} under load: \
+         {} calls ({allowed} allowed, {denied} denied; {allowed_before} allowed before, {} during and \
+         {allowed_after} after the {} ms migration), {moved} MOVED and {tryagain} TRYAGAIN followed, \
+         {entries_total} entries on the target, each checked against its call, \
+         {} untouched keys identical",
+        calls.len(),
+        allowed - allowed_before - allowed_after,
+        migrated_ms - migrate_ms,
+        still.len()
+    );
 }

@@ -224,31 +224,94 @@ fn member_list(v: &Value) -> Option<Vec<Vec<u8>>> {
         .collect()
 }
 
-/// Whether `v` is a valid reply of `command`; the members it reports added.
-fn valid_reply(command: &str, v: &Value) -> Option<Vec<Vec<u8>>> {
+/// What an accepted call asked for: where its options begin (after the
+/// rules) and whether they include `DETAIL` and `WITHMEMBERS`. Only used for
+/// calls the server accepted, so the rules parsed and every token after them
+/// is an option (a `COST` count is an integer, never an option word).
+fn asked(command: &str, args: &[Vec<u8>]) -> (bool, bool, usize) {
+    let start = if command.eq_ignore_ascii_case("SLIDEWIN.MCHECK") {
+        let n: usize = args
+            .first()
+            .and_then(|a| std::str::from_utf8(a).ok())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0);
+        1 + 3 * n
+    } else {
+        3
+    };
+    let has = |word: &[u8]| {
+        args.iter()
+            .skip(start)
+            .any(|a| a.eq_ignore_ascii_case(word))
+    };
+    let options = args.get(start..).unwrap_or_default();
+    let cost = options
+        .iter()
+        .position(|a| a.eq_ignore_ascii_case(b"COST"))
+        .and_then(|i| options.get(i + 1))
+        .and_then(|n| std::str::from_utf8(n).ok())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(1);
+    (has(b"DETAIL"), has(b"WITHMEMBERS"), cost)
+}
+
+/// Whether `v` is the reply `command` owes to the options in `args`; the
+/// members it reports added. The shape follows the options exactly: a plain
+/// CHECK or MCHECK is `1`/`0`; `DETAIL` is the five fields (MCHECK: allowed,
+/// retry, then one five-field array per rule); `WITHMEMBERS` is that plus
+/// the members, last; PEEK is always the five fields; UNDO a count.
+fn valid_reply(command: &str, args: &[Vec<u8>], v: &Value) -> Option<Vec<Vec<u8>>> {
     let command = command.to_ascii_uppercase();
-    match (command.as_str(), v) {
-        ("SLIDEWIN.UNDO", Value::Int(n)) if *n >= 0 => Some(Vec::new()),
-        ("SLIDEWIN.UNDO", _) => None,
-        (_, Value::Int(0 | 1)) => Some(Vec::new()),
-        ("SLIDEWIN.MCHECK", Value::Array(items)) => {
-            // [allowed, retry, rule..., members?]
-            let allowed = matches!(items.first(), Some(Value::Int(0 | 1)));
-            let retry = items.get(1).and_then(int).is_some();
-            let (rules, last) = match items.last().and_then(member_list) {
-                Some(m) if items.len() > 3 => (&items[2..items.len() - 1], m),
-                _ => (&items[2.min(items.len())..], Vec::new()),
-            };
-            (allowed && retry && !rules.is_empty() && rules.iter().all(five)).then_some(last)
-        }
-        (_, v) if five(v) => Some(Vec::new()),
-        (_, Value::Array(items))
-            if items.len() == 6 && five(&Value::Array(items[..5].to_vec())) =>
-        {
-            member_list(&items[5])
+    let (detail, with_members, cost) = asked(&command, args);
+    // An allowed call reports one member per unit, a denied one none.
+    let members_fit = |allowed: &Value, members: &[Vec<u8>]| {
+        members.len() == if *allowed == Value::Int(1) { cost } else { 0 }
+    };
+    match command.as_str() {
+        "SLIDEWIN.UNDO" => matches!(v, Value::Int(n) if *n >= 0).then(Vec::new),
+        "SLIDEWIN.PEEK" => five(v).then(Vec::new),
+        "SLIDEWIN.CHECK" => match v {
+            Value::Int(0 | 1) if !detail && !with_members => Some(Vec::new()),
+            v if five(v) && !with_members => Some(Vec::new()),
+            Value::Array(items)
+                if with_members && items.len() == 6 && five(&Value::Array(items[..5].to_vec())) =>
+            {
+                let members = member_list(&items[5])?;
+                members_fit(&items[0], &members).then_some(members)
+            }
+            _ => None,
+        },
+        "SLIDEWIN.MCHECK" => {
+            let n: usize = std::str::from_utf8(args.first()?).ok()?.parse().ok()?;
+            match v {
+                Value::Int(0 | 1) if !detail && !with_members => Some(Vec::new()),
+                Value::Array(items) => {
+                    // [allowed, retry, rule x n, members (WITHMEMBERS only)]
+                    let want = 2 + n + usize::from(with_members);
+                    if !(detail || with_members) || items.len() != want {
+                        return None;
+                    }
+                    let allowed = matches!(items[0], Value::Int(0 | 1));
+                    let retry = int(&items[1]).is_some();
+                    let rules_ok = items[2..2 + n].iter().all(five);
+                    let members = if with_members {
+                        member_list(&items[2 + n])?
+                    } else {
+                        Vec::new()
+                    };
+                    let cost_ok = !with_members || members_fit(&items[0], &members);
+                    (allowed && retry && rules_ok && cost_ok).then_some(members)
+                }
+                _ => None,
+            }
         }
         _ => None,
     }
+}
+
+/// An error reply that betrays a bug: a panic caught by the module.
+fn is_internal_error(text: &str) -> bool {
+    text.contains("internal error")
 }
 
 fn digest_value(c: &mut Connection, key: &str) -> Value {
@@ -314,7 +377,7 @@ fn fuzz(flavor: Flavor) {
         }
         match cmd.query::<Value>(&mut c) {
             Ok(v) => {
-                let added = valid_reply(&command, &v)
+                let added = valid_reply(&command, &args, &v)
                     .unwrap_or_else(|| panic!("call {i}: {command} {args:?} replied {v:?}"));
                 *seen.entry(command.to_ascii_uppercase()).or_default() += 1;
                 if command.eq_ignore_ascii_case("SLIDEWIN.UNDO") {
@@ -341,7 +404,8 @@ fn fuzz(flavor: Flavor) {
             Err(e) if e.code().is_some() => {
                 let text = error_text(&e);
                 assert!(
-                    text.starts_with("ERR ") || text.starts_with("WRONGTYPE "),
+                    (text.starts_with("ERR ") || text.starts_with("WRONGTYPE "))
+                        && !is_internal_error(&text),
                     "call {i}: {command} {args:?}: unexpected error {text}"
                 );
                 errors += 1;
@@ -372,6 +436,11 @@ fn fuzz(flavor: Flavor) {
     );
     let pong: String = redis::cmd("PING").query(&mut c).unwrap();
     assert_eq!(pong, "PONG", "the server is up");
+    let log = master.log();
+    assert!(
+        !log.contains("slidewin: internal error"),
+        "the server log records a panic of the module:\n{log}"
+    );
     let kept_after: Vec<Value> = SENTINELS.iter().map(|k| digest_value(&mut c, k)).collect();
     assert_eq!(kept_after, kept, "keys outside the pool are untouched");
     let typed_after: Vec<Value> = ["fz:str", "fz:list", "fz:hash"]

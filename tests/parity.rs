@@ -29,6 +29,14 @@ on_every_server! {
 
 const SLACK_MS: i64 = 50;
 
+/// Member ids from here up are wide (`ms << 20 | seq`), below short.
+const WIDE_FROM: i64 = 1 << 20;
+
+thread_local! {
+    /// Short and wide member ids compared by this test's thread.
+    static ID_KINDS: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+}
+
 fn load_library(c: &mut Connection) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/slidewin.lua");
     let code = std::fs::read_to_string(&path).expect("scripts/slidewin.lua");
@@ -186,12 +194,24 @@ fn same(m: &Value, f: &Value, path: &str) {
                                     .collect()
                             };
                             // Both pick short ids the same way from the same
-                            // keys (wide ids carry each side's own sequence).
+                            // keys, and fall back to wide ids in the same
+                            // cases (a wide id carries each side's own
+                            // sequence, so only its kind is compared).
                             let (ip, iq) = (ids(p), ids(q));
                             for (a, b) in ip.iter().zip(&iq) {
-                                if *a < 1 << 20 && *b < 1 << 20 {
+                                let short = *a < WIDE_FROM;
+                                assert_eq!(
+                                    short,
+                                    *b < WIDE_FROM,
+                                    "{path}: one side gave a short member id, the other a wide one: {a} vs {b}"
+                                );
+                                if short {
                                     assert_eq!(a, b, "{path}: short member ids");
                                 }
+                                ID_KINDS.with(|k| {
+                                    let (s, w) = k.get();
+                                    k.set(if short { (s + 1, w) } else { (s, w + 1) });
+                                });
                             }
                         } else {
                             same(x, y, &format!("{path}[{i}]"));
@@ -297,9 +317,29 @@ fn sequences(flavor: Flavor) {
                 (ms - fs).abs() <= SLACK_MS as f64,
                 "{k}: scores {ms} vs {fs}"
             );
-            for name in [mm, fm] {
-                assert!(std::str::from_utf8(name).unwrap().parse::<i64>().is_ok());
+            let id = |name: &[u8]| -> i64 {
+                std::str::from_utf8(name)
+                    .ok()
+                    .and_then(|t| t.parse().ok())
+                    .unwrap_or_else(|| panic!("{k}: member {name:?}"))
+            };
+            let (mi, fi) = (id(mm), id(fm));
+            assert_eq!(
+                mi < WIDE_FROM,
+                fi < WIDE_FROM,
+                "{k}: member ids {mi} vs {fi}"
+            );
+            if mi < WIDE_FROM {
+                assert_eq!(mi, fi, "{k}: the same short member");
             }
+            ID_KINDS.with(|kinds| {
+                let (s, w) = kinds.get();
+                kinds.set(if mi < WIDE_FROM {
+                    (s + 1, w)
+                } else {
+                    (s, w + 1)
+                });
+            });
         }
         let ttl = |c: &mut Connection, key: String| -> i64 {
             redis::cmd("PEXPIRETIME").arg(key).query(c).unwrap()
@@ -311,6 +351,14 @@ fn sequences(flavor: Flavor) {
         assert_eq!(mt < 0, ft < 0, "{k}: both or neither expire");
         assert!((mt - ft).abs() <= SLACK_MS, "{k}: expiry {mt} vs {ft}");
     }
+    // WITHMEMBERS replies and the final entries were compared id by id; most ids must be short
+    // (one more than the key's newest), or a fall back to wide ids on both
+    // sides would pass unseen.
+    let (short, wide) = ID_KINDS.with(|k| k.get());
+    assert!(
+        short >= 10 && wide <= short / 4,
+        "member ids compared: {short} short, {wide} wide"
+    );
 }
 
 /// A deployment moving between the function and the module: each continues

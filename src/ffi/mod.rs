@@ -344,7 +344,25 @@ pub fn key_at_pos(ctx: &Context, argc: usize, pos: usize) -> Result<(), StoreErr
     Ok(())
 }
 
-/// Sets module option flags (`REDISMODULE_OPTION_*`), at load time.
+/// Valkey's `VALKEYMODULE_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION` (`1 << 5`;
+/// no `REDISMODULE_` alias exists): the module copes with keys of a slot
+/// being loaded on the target of `CLUSTER MIGRATESLOTS` before the slot is
+/// owned there. Without it the server refuses atomic slot migration on both
+/// ends while the module is loaded.
+pub const OPTION_HANDLE_ATOMIC_SLOT_MIGRATION: u32 = 1 << 5;
+
+/// Every module option flag the server knows
+/// (`RedisModule_GetModuleOptionsAll`), or None where it cannot say (the
+/// function is missing: Redis 7.0); a flag outside it is unknown there.
+pub fn module_options_all() -> Option<u32> {
+    let all = api!(RedisModule_GetModuleOptionsAll).ok()?;
+    // SAFETY: takes no arguments and only reads a server constant.
+    let mask = unsafe { all() };
+    u32::try_from(mask).ok()
+}
+
+/// Sets module option flags (`REDISMODULE_OPTION_*`), at load time. The
+/// server keeps the last call's flags only, so every flag goes in one call.
 pub fn set_module_options(ctx: &Context, flags: u32) {
     if let (Ok(set_options), Ok(flags)) =
         (api!(RedisModule_SetModuleOptions), c_int::try_from(flags))
