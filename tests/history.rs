@@ -31,6 +31,8 @@ struct Call {
     sent_ms: i64,
     received_ms: i64,
     allowed: bool,
+    /// The member WITHMEMBERS reported added (allowed calls only).
+    member: Option<Vec<u8>>,
 }
 
 fn wall_ms() -> i64 {
@@ -117,21 +119,32 @@ fn key_name(i: usize) -> String {
     format!("hist:{i}")
 }
 
-/// A CHECK with cost 1 on one of the KEYS keys.
+/// A CHECK with cost 1 on one of the KEYS keys, asking for its member.
 fn plain_call(c: &mut Connection, rng: &mut rand::rngs::ThreadRng) -> Call {
     let key = rng.random_range(0..KEYS);
     let sent_ms = wall_ms();
-    let reply: i64 = redis::cmd("SLIDEWIN.CHECK")
+    let reply: Vec<redis::Value> = redis::cmd("SLIDEWIN.CHECK")
         .arg(key_name(key))
         .arg(LIMIT)
         .arg(WINDOW_MS)
+        .arg("WITHMEMBERS")
         .query(c)
         .expect("CHECK");
+    let received_ms = wall_ms();
+    let allowed = reply.first() == Some(&redis::Value::Int(1));
+    let members: Vec<Vec<u8>> =
+        redis::from_redis_value(reply.last().expect("members")).expect("members");
+    assert_eq!(
+        members.len(),
+        usize::from(allowed),
+        "one member per entry added"
+    );
     Call {
         key,
         sent_ms,
-        received_ms: wall_ms(),
-        allowed: reply == 1,
+        received_ms,
+        allowed,
+        member: members.into_iter().next(),
     }
 }
 
@@ -141,8 +154,10 @@ fn history(flavor: Flavor) {
     let keys: Vec<String> = (0..KEYS).map(key_name).collect();
     let calls = hammer(&master, &replica, plain_call);
 
-    // The effects, read back from the replica's AOF.
+    // The effects, read back from the replica's AOF: every score, and the
+    // scores each member was added at.
     let mut scores: Vec<Vec<i64>> = vec![Vec::new(); KEYS];
+    let mut at: Vec<HashMap<Vec<u8>, Vec<i64>>> = vec![HashMap::new(); KEYS];
     for cmd in replicated_zadds(&replica) {
         let key = keys
             .iter()
@@ -151,6 +166,7 @@ fn history(flavor: Flavor) {
         for pair in cmd[2..].chunks(2) {
             let score: i64 = std::str::from_utf8(&pair[0]).unwrap().parse().unwrap();
             scores[key].push(score);
+            at[key].entry(pair[1].clone()).or_default().push(score);
         }
     }
     for s in &mut scores {
@@ -184,6 +200,28 @@ fn history(flavor: Flavor) {
             );
         }
     }
+
+    // (b') Every 1 was recorded at the server's time of the call: its
+    // member was added at a score between the client's send and receive
+    // times (1 ms of rounding slack), so a lagging or leaping clock that
+    // admits by the wrong time fails here even if (b) holds.
+    let mut untimely = Vec::new();
+    for c in calls.iter().filter(|c| c.allowed) {
+        let member = c.member.as_ref().expect("an allowed call's member");
+        let scores = at[c.key].get(member).map_or(&[][..], Vec::as_slice);
+        if !scores
+            .iter()
+            .any(|s| (c.sent_ms - 1..=c.received_ms + 1).contains(s))
+        {
+            untimely.push((c.key, c.sent_ms, c.received_ms, scores.to_vec()));
+        }
+    }
+    assert!(
+        untimely.is_empty(),
+        "{} allowed calls were not recorded at their own time, e.g. {:?}",
+        untimely.len(),
+        &untimely[..untimely.len().min(5)]
+    );
 
     // (c) Every 0 was given while the window was full, for some `now`
     // between the client's send and receive times (1 ms of rounding slack).

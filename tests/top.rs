@@ -60,11 +60,11 @@ fn command_info(flavor: Flavor) {
         panic!("{:?}", e[8])
     };
     assert!(specs.is_empty(), "{specs:?}");
-    let keys: Vec<String> = redis::cmd("COMMAND")
+    let err = redis::cmd("COMMAND")
         .arg(&["GETKEYS", "slidewin.top", "10", "DENIED"])
-        .query(&mut c)
-        .unwrap_or_default();
-    assert!(keys.is_empty());
+        .query::<Value>(&mut c)
+        .expect_err("a keyless command has no keys to get");
+    assert_eq!(error_text(&err), "ERR The command has no key arguments");
 }
 
 /// `SLIDEWIN.TOP args...` as (key, count, error_bound) triples.
@@ -227,19 +227,87 @@ fn zipf_heavy_hitters(flavor: Flavor) {
     );
 }
 
+/// The server's TIME in microseconds.
+fn time_us(v: &Value) -> i64 {
+    let (s, us): (i64, i64) = redis::from_redis_value(v).expect("TIME");
+    s * 1_000_000 + us
+}
+
+/// Runs `cmd` in a transaction between two TIME reads: its reply and the
+/// server-time bounds (µs) of the moment it ran.
+fn timed(c: &mut Connection, cmd: &redis::Cmd) -> (Value, i64, i64) {
+    let replies: Vec<Value> = redis::pipe()
+        .atomic()
+        .cmd("TIME")
+        .add_command(cmd.clone())
+        .cmd("TIME")
+        .query(c)
+        .expect("MULTI TIME cmd TIME");
+    (
+        replies[1].clone(),
+        time_us(&replies[0]),
+        time_us(&replies[2]),
+    )
+}
+
 fn rotation(flavor: Flavor) {
-    // Four epochs of 100 ms: a wave is forgotten at most 400 ms after it.
+    // Four epochs of 100 ms: a wave stays listed between 300 ms (3/4 of the
+    // period) and 400 ms after it. Judged on the server's own clock, read
+    // around each call, so a slow machine delays the polls but cannot make
+    // the test pass or fail.
+    const PERIOD_US: i64 = 400_000;
     let server = Options::new(flavor)
         .module_args(&["top-period-ms", "400"])
         .start();
     let mut c = server.conn();
-    run_checks(
-        &mut c,
-        &[("wave".into(), 1), ("wave".into(), 1), ("wave".into(), 1)],
-    );
+    let replies: Vec<Value> = redis::pipe()
+        .atomic()
+        .cmd("TIME")
+        .cmd("SLIDEWIN.CHECK")
+        .arg(&["wave", "1", "600000"])
+        .cmd("SLIDEWIN.CHECK")
+        .arg(&["wave", "1", "600000"])
+        .cmd("SLIDEWIN.CHECK")
+        .arg(&["wave", "1", "600000"])
+        .cmd("TIME")
+        .query(&mut c)
+        .expect("the wave");
+    let (wave_from, wave_to) = (time_us(&replies[0]), time_us(&replies[4]));
     assert_eq!(top(&mut c, &[]), [("wave".to_string(), 2, 0)]);
-    let faded = wait_until(Duration::from_secs(5), || top(&mut c, &[]).is_empty());
-    assert!(faded, "the wave is still listed after the period");
+    let mut query = redis::cmd("SLIDEWIN.TOP");
+    query.arg("DENIED");
+    let (mut last_listed, mut first_empty) = (None, None);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while first_empty.is_none() && std::time::Instant::now() < deadline {
+        let (reply, before, after) = timed(&mut c, &query);
+        let listed = matches!(&reply, Value::Array(items) if !items.is_empty());
+        if listed {
+            last_listed = Some(before);
+        } else {
+            first_empty = Some(after);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let first_empty = first_empty.expect("the wave is still listed 10 s after it");
+    let last_listed = last_listed.expect("the wave was listed at first");
+    // Listed at a moment no later than `last_listed`: before the period ran
+    // out for the newest record. Gone at a moment no earlier than
+    // `first_empty`: at least 3/4 of the period after the oldest one.
+    assert!(
+        last_listed < wave_to + PERIOD_US + 1_000,
+        "still listed {} ms after the wave (period 400 ms)",
+        (last_listed - wave_to) / 1000
+    );
+    assert!(
+        first_empty >= wave_from + PERIOD_US * 3 / 4 - 1_000,
+        "forgotten {} ms after the wave, before 3/4 of the period",
+        (first_empty - wave_from) / 1000
+    );
+    eprintln!(
+        "rotation ({flavor:?}): listed until {} ms, gone by {} ms after the wave",
+        (last_listed - wave_to) / 1000,
+        (first_empty - wave_from) / 1000
+    );
     // A new wave is counted afresh.
     run_checks(&mut c, &[("wave".into(), 1)]);
     assert_eq!(top(&mut c, &[]), [("wave".to_string(), 1, 0)]);
@@ -340,7 +408,9 @@ fn configuration(flavor: Flavor) {
 fn acl(flavor: Flavor) {
     let server = Options::new(flavor).start();
     let mut c = server.conn();
-    let categories = server.acl_categories();
+    // Tied to the server binary, not to the module's own detection.
+    let categories = server.exports_api("SetCommandACLCategories");
+    assert_eq!(server.acl_categories(), categories);
     // Without the categories API (Redis 7.0) the command is granted by name.
     let deny = if categories {
         "-@admin"

@@ -602,6 +602,17 @@ impl Server {
         frozen == 1
     }
 
+    /// Whether the server binary exports the module API function `name`
+    /// (e.g. `SetCommandACLCategories`): the server registers each API under
+    /// its name (`RedisModule_…`, on Valkey also `ValkeyModule_…`), so the
+    /// name is in the binary exactly where the API exists. A fact about the
+    /// server independent of what the module detected.
+    pub fn exports_api(&self, name: &str) -> bool {
+        let bytes = std::fs::read(self.flavor.binary()).expect("read the server binary");
+        let needle = format!("Module_{name}\0");
+        bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+    }
+
     /// Whether the server lets a module give its commands ACL categories, as
     /// the module detected it (`slidewin_acl_categories` in `INFO slidewin`:
     /// the server exports `RedisModule_SetCommandACLCategories`).
