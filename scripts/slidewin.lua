@@ -6,7 +6,7 @@ MODULE LOAD is not allowed (many managed Redis/Valkey services).
   FUNCTION LOAD "$(cat scripts/slidewin.lua)"        (Redis 7.0+, Valkey)
 
   FCALL    slidewin_check  1 key limit window_ms [COST count] [DETAIL] [WITHMEMBERS]
-  FCALL_RO slidewin_peek   1 key limit window_ms [COST count]
+  FCALL_RO slidewin_peek   1 key limit window_ms [COST count] [DETAIL]
   FCALL    slidewin_mcheck N key1 .. keyN limit1 window_ms1 .. limitN window_msN
                              [COST count] [DETAIL] [WITHMEMBERS]
   FCALL    slidewin_undo   1 key member [member ...]
@@ -144,14 +144,15 @@ local function ms_until_expired(score, window, now)
     return math.ceil(score + window - now)
 end
 
--- Options after the rules: COST count, and for writes DETAIL, WITHMEMBERS.
+-- Options after the rules: COST count, DETAIL, and for writes WITHMEMBERS
+-- (PEEK always replies in detail: DETAIL is accepted there and changes nothing).
 local function parse_options(args, from, write)
     local o = { cost = 1, detail = false, members = false }
     local seen = {}
     local i = from
     while i <= #args do
         local opt = string.upper(args[i])
-        local known = opt == 'COST' or (write and (opt == 'DETAIL' or opt == 'WITHMEMBERS'))
+        local known = opt == 'COST' or opt == 'DETAIL' or (write and opt == 'WITHMEMBERS')
         if not known then
             local shown = args[i]:sub(1, 32):gsub('[^%w%p ]', function(c)
                 return string.format('\\x%02x', string.byte(c))

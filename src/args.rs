@@ -52,7 +52,9 @@ struct Options {
     with_members: bool,
 }
 
-/// Parses `[COST count] [DETAIL] [WITHMEMBERS]`; PEEK takes only COST.
+/// Parses `[COST count] [DETAIL] [WITHMEMBERS]`; PEEK takes COST and
+/// DETAIL (it always replies in detail, so DETAIL changes nothing), not
+/// WITHMEMBERS (it adds nothing).
 fn parse_options<'a>(
     args: &mut impl Iterator<Item = &'a [u8]>,
     write: bool,
@@ -78,7 +80,7 @@ fn parse_options<'a>(
             o.cost = positive_at_most(count, bounds.max_limit).ok_or(ArgError::Count {
                 max: bounds.max_limit,
             })?;
-        } else if write && option.eq_ignore_ascii_case(b"DETAIL") {
+        } else if option.eq_ignore_ascii_case(b"DETAIL") {
             once(&mut seen_detail, "DETAIL")?;
             o.detail = true;
         } else if write && option.eq_ignore_ascii_case(b"WITHMEMBERS") {
@@ -354,16 +356,16 @@ pub struct TopRequest {
     pub reset: bool,
 }
 
-/// Parses the arguments of SLIDEWIN.TOP after the command name: an
-/// optional count first, then options in any order, each at most once.
+/// Parses the arguments of SLIDEWIN.TOP after the command name: a count
+/// and the words, in any order, each at most once.
 pub fn parse_top<'a>(args: impl Iterator<Item = &'a [u8]>) -> Result<TopRequest, ArgError> {
     let mut r = TopRequest {
         count: 10,
         allowed: false,
         reset: false,
     };
-    let (mut seen_outcome, mut seen_reset) = (None::<&'static str>, false);
-    for (i, arg) in args.enumerate() {
+    let (mut seen_outcome, mut seen_reset, mut seen_count) = (None::<&'static str>, false, false);
+    for arg in args {
         if arg.eq_ignore_ascii_case(b"DENIED") || arg.eq_ignore_ascii_case(b"ALLOWED") {
             let word = if arg.eq_ignore_ascii_case(b"DENIED") {
                 "DENIED"
@@ -382,20 +384,16 @@ pub fn parse_top<'a>(args: impl Iterator<Item = &'a [u8]>) -> Result<TopRequest,
             }
             seen_reset = true;
             r.reset = true;
-        } else if i == 0
-            && arg
-                .first()
-                .is_some_and(|b| b.is_ascii_digit() || *b == b'-')
-        {
-            r.count = positive_at_most(arg, MAX_TOP_COUNT)
-                .and_then(|c| usize::try_from(c).ok())
-                .ok_or(ArgError::TopCount)?;
         } else if arg
             .first()
             .is_some_and(|b| b.is_ascii_digit() || *b == b'-')
         {
-            // A number anywhere but first: the count is misplaced.
-            return Err(ArgError::TopCount);
+            if std::mem::replace(&mut seen_count, true) {
+                return Err(ArgError::RepeatedOption("count"));
+            }
+            r.count = positive_at_most(arg, MAX_TOP_COUNT)
+                .and_then(|c| usize::try_from(c).ok())
+                .ok_or(ArgError::TopCount)?;
         } else {
             return Err(ArgError::UnknownOption(printable(arg)));
         }

@@ -89,6 +89,12 @@ fn valid_requests() {
             &["5", "1000", "COST", "2"],
             (5, 1000, 2, true),
         ),
+        // PEEK always replies in detail: DETAIL is accepted and changes nothing.
+        (
+            Command::Peek,
+            &["5", "1000", "detail", "COST", "2"],
+            (5, 1000, 2, true),
+        ),
     ];
     for (command, args, (limit, window_ms, cost, detail)) in cases {
         let expected = Request {
@@ -172,8 +178,13 @@ fn invalid_requests() {
         ),
         (
             Command::Peek,
-            &["5", "1000", "DETAIL"],
-            ArgError::UnknownOption("DETAIL".into()),
+            &["5", "1000", "WITHMEMBERS"],
+            ArgError::UnknownOption("WITHMEMBERS".into()),
+        ),
+        (
+            Command::Peek,
+            &["5", "1000", "DETAIL", "detail"],
+            ArgError::RepeatedOption("DETAIL"),
         ),
     ];
     for (command, args, expected) in cases {
@@ -458,12 +469,16 @@ fn top_arguments() {
     assert_eq!(p(&["3", "allowed"]), r(3, true, false));
     assert_eq!(p(&["RESET", "DENIED"]), r(10, false, true));
     assert_eq!(p(&["100000", "Allowed", "reset"]), r(100_000, true, true));
+    // In any order, as every other option list.
+    assert_eq!(p(&["DENIED", "3"]), r(3, false, false));
+    assert_eq!(p(&["reset", "ALLOWED", "7"]), r(7, true, true));
     let cases: &[(&[&str], ArgError)] = &[
         (&["0"], ArgError::TopCount),
         (&["-1"], ArgError::TopCount),
         (&["100001"], ArgError::TopCount),
         (&["1.5"], ArgError::TopCount),
-        (&["DENIED", "5"], ArgError::TopCount),
+        (&["DENIED", "0"], ArgError::TopCount),
+        (&["3", "DENIED", "4"], ArgError::RepeatedOption("count")),
         (&["DENIED", "ALLOWED"], ArgError::TopOutcomes),
         (&["allowed", "ALLOWED"], ArgError::RepeatedOption("ALLOWED")),
         (&["RESET", "reset"], ArgError::RepeatedOption("RESET")),

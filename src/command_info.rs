@@ -112,16 +112,16 @@ pub const CHECK: CommandDoc = CommandDoc {
     args: &[KEY, LIMIT, WINDOW, COST, DETAIL, WITHMEMBERS],
 };
 
-/// `SLIDEWIN.PEEK key limit window_ms [COST count]`.
+/// `SLIDEWIN.PEEK key limit window_ms [COST count] [DETAIL]`.
 pub const PEEK: CommandDoc = CommandDoc {
     name: c"slidewin.peek",
-    summary: c"Replies what SLIDEWIN.CHECK ... DETAIL would reply now, [allowed, limit, remaining, retry_after_ms, reset_after_ms], without writing, trimming, replicating or creating anything.",
+    summary: c"Replies what SLIDEWIN.CHECK ... DETAIL would reply now, [allowed, limit, remaining, retry_after_ms, reset_after_ms], without writing, trimming, replicating or creating anything. It always replies in detail: DETAIL is accepted and changes nothing.",
     complexity: c"O(log(N) + M) with N the entries in the key and M the expired entries not yet removed; a denied call adds O(min(k, N-k)).",
     since: c"0.1.0",
     arity: -4,
     key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
     keys: Keys::First,
-    args: &[KEY, LIMIT, WINDOW, COST],
+    args: &[KEY, LIMIT, WINDOW, COST, DETAIL],
 };
 
 /// `SLIDEWIN.MCHECK numrules key limit window_ms [...] [COST count] [DETAIL] [WITHMEMBERS]`.

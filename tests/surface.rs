@@ -273,6 +273,9 @@ fn options_parsing(flavor: Flavor) {
     assert_eq!(detail(&mut c, "SLIDEWIN.PEEK", &args)[..4], [0, 5, 5, -1]);
     args.truncate(3);
     assert_eq!(detail(&mut c, "SLIDEWIN.PEEK", &args), [1, 5, 5, 0, 0]);
+    // PEEK always replies in detail; DETAIL is accepted and changes nothing.
+    args.push("detail");
+    assert_eq!(detail(&mut c, "SLIDEWIN.PEEK", &args), [1, 5, 5, 0, 0]);
 }
 
 fn option_errors(flavor: Flavor) {
@@ -326,8 +329,8 @@ fn option_errors(flavor: Flavor) {
         ),
         (
             "SLIDEWIN.PEEK",
-            &[b"k", b"5", b"1000", b"DETAIL"],
-            "ERR unknown option 'DETAIL'",
+            &[b"k", b"5", b"1000", b"WITHMEMBERS"],
+            "ERR unknown option 'WITHMEMBERS'",
         ),
         (
             "SLIDEWIN.PEEK",
@@ -780,6 +783,7 @@ fn command_docs(flavor: Flavor) {
                 ("limit", "integer", None),
                 ("window_ms", "integer", None),
                 ("count", "integer", Some("COST")),
+                ("detail", "pure-token", Some("DETAIL")),
             ][..],
         ),
         (

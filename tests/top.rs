@@ -480,8 +480,12 @@ fn bad_arguments(flavor: Flavor) {
             "ERR count must be an integer between 1 and 100000",
         ),
         (
-            &["DENIED", "5"][..],
+            &["DENIED", "0"][..],
             "ERR count must be an integer between 1 and 100000",
+        ),
+        (
+            &["3", "DENIED", "4"][..],
+            "ERR option count given more than once",
         ),
         (
             &["DENIED", "ALLOWED"][..],
@@ -503,7 +507,9 @@ fn bad_arguments(flavor: Flavor) {
         .parse()
         .unwrap();
     let was: i64 = errors_before.unwrap().parse().unwrap();
-    assert_eq!(errors, was + 8);
+    assert_eq!(errors, was + 9);
+    // The count may come after the words, as in every other option list.
+    assert_eq!(top(&mut c, &["DENIED", "1"]), before[..1]);
 }
 
 fn denial_events(flavor: Flavor) {
