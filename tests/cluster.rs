@@ -556,7 +556,7 @@ fn replica_of(cluster: &Cluster, master: u16) -> u16 {
 /// calls, so denials happen), odd keys with room (still being written when
 /// the master dies); the window is longer than the test.
 fn fo_limit(key: usize) -> i64 {
-    if key % 2 == 0 {
+    if key.is_multiple_of(2) {
         5
     } else {
         1000
