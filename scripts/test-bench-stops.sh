@@ -6,6 +6,8 @@
 # bench makes (slidewin-bench-*): servers rewrite their process title.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The project's virtual environment (scripts/deps.sh) has redis-py.
+PYTHON=${PYTHON:-$PWD/.venv/bin/python}
 passed=0 failed=0
 servers() {
   local p
@@ -23,7 +25,7 @@ no_server() { [ -z "$(servers)$(loads)" ]; }
 a_server() { [ -n "$(servers)" ]; }
 wait_for 10 no_server || { echo "bench-stops: a bench server or load is already running: $(servers) $(loads)"; exit 1; }
 
-python3 bench/bench.py --scale 0.01 --rounds 1 >/dev/null 2>&1
+"$PYTHON" bench/bench.py --scale 0.01 --rounds 1 >/dev/null 2>&1
 if no_server; then passed=$((passed + 1)); else
   failed=$((failed + 1)); echo "FAIL: server or load left running after a normal run: $(servers) $(loads)"
 fi
@@ -36,7 +38,7 @@ fi
 # few ms.
 terminated() {
   local when=$1 freeze=$2 bench server=""
-  python3 bench/bench.py --scale 0.5 --rounds 1 >/dev/null 2>&1 &
+  "$PYTHON" bench/bench.py --scale 0.5 --rounds 1 >/dev/null 2>&1 &
   bench=$!
   local deadline=$((SECONDS + 30))
   while [ -z "$server" ] && [ $SECONDS -lt $deadline ]; do

@@ -800,9 +800,8 @@ async def on_asyncio():
 
 asyncio.run(on_asyncio())
 "#;
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let out = stdout_of(
-        Command::new(python)
+        Command::new(python())
             .arg("-c")
             .arg(script)
             .arg(cluster.base.to_string())

@@ -957,12 +957,26 @@ pub fn stdout_of(cmd: &mut Command, what: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The Python with redis-py and the slidewin client: `PYTHON` (the Makefile
+/// exports the project's virtual environment), else `.venv/bin/python` of
+/// this checkout (made by `make deps`), else `python3`.
+pub fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    if venv.exists() {
+        venv
+    } else {
+        PathBuf::from("python3")
+    }
+}
+
 /// Runs the Python example `script` (a path in the repository) with
 /// `--port port` and returns its output.
 pub fn python_example(script: &str, port: u16) -> String {
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     stdout_of(
-        Command::new(python)
+        Command::new(python())
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(script))
             .args(["--port", &port.to_string()]),
         "run python3 (make deps installs redis-py; make python-client the client)",
