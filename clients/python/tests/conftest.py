@@ -12,6 +12,8 @@ import time
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 MODULE = os.environ.get("SLIDEWIN_MODULE", os.path.join(ROOT, "target", "release", "libslidewin.so"))
@@ -36,23 +38,28 @@ class Server:
     """A server process on a free port in a temp dir, stopped gracefully,
     then killed; every wait has a deadline."""
 
-    def __init__(self, name: str, module: bool = True, port: int = 0):
+    def __init__(self, name: str, module: bool = True, port: int = 0, args=()):
         self.name = name
         self.module = module
+        self.args = list(args)  # more server arguments, on every start
         self.dir = tempfile.mkdtemp(prefix="slidewin-py-")
         self.port = port or free_port()
         self.proc = None
         self.start()
 
-    def start(self):
+    def start(self, extra=(), wait: bool = True):
+        """Starts the server (`extra`: arguments for this start only) and,
+        with `wait`, waits until it answers PING (not LOADING)."""
         args = [server_binary(self.name), "--port", str(self.port), "--bind", "127.0.0.1",
                 "--dir", self.dir, "--save", "", "--appendonly", "no", "--logfile", "server.log",
-                "--enable-debug-command", "yes"]
+                "--enable-debug-command", "yes"] + self.args + list(extra)
         if self.module:
             if not os.path.isfile(MODULE):
                 pytest.fail(f"module not built at {MODULE}: run make build")
             args += ["--loadmodule", MODULE]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if not wait:
+            return
         deadline = time.monotonic() + START_DEADLINE_S
         while True:
             try:
@@ -79,7 +86,9 @@ class Server:
     def stop(self):
         if self.proc and self.proc.poll() is None:
             try:
-                redis.Redis(port=self.port, socket_timeout=2).shutdown(nosave=True)
+                # No retries: SHUTDOWN closes the connection, and redis-py's
+                # default retry would reconnect for seconds.
+                redis.Redis(port=self.port, socket_timeout=2, retry=Retry(NoBackoff(), 0)).shutdown(nosave=True)
             except redis.exceptions.RedisError:
                 pass
             try:
@@ -89,8 +98,18 @@ class Server:
 
     def calls(self, command: str) -> int:
         """Calls of `command` the server has run (INFO commandstats)."""
+        return self.cmdstat(command, "calls")
+
+    def cmdstat(self, command: str, field: str) -> int:
+        """A field of `command` in INFO commandstats: `calls`, or
+        `rejected_calls` (refused before running: READONLY, OOM, TRYAGAIN
+        ...)."""
         stats = self.client().info("commandstats")
-        return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
+        return int(stats.get(f"cmdstat_{command}", {}).get(field, 0))
+
+    def check_command(self) -> str:
+        """The command a CHECK is counted under: the module's, or FCALL."""
+        return "slidewin.check" if self.module else "fcall"
 
     def close(self):
         self.stop()
@@ -108,5 +127,15 @@ def server(request):
 def bare_server(request):
     """A server without the module: the FUNCTION library answers."""
     s = Server(request.param, module=False)
+    yield s
+    s.close()
+
+
+@pytest.fixture(params=[(name, module) for name in SERVERS for module in (True, False)],
+                ids=[f"{name}-{'module' if module else 'library'}" for name in SERVERS for module in (True, False)])
+def any_server(request):
+    """Each server with the module, and each without it (FCALL)."""
+    name, module = request.param
+    s = Server(name, module=module)
     yield s
     s.close()
