@@ -1,5 +1,5 @@
-"""`python -m slidewin health [redis-url] [--match 'sms:limit:*']`: the
-seeds' monitoring checks in one report, with an exit status for cron or CI.
+"""`python -m slidewin health [redis-url]`: the seeds' monitoring checks in
+one report, with an exit status for cron or CI.
 
 Thresholds (the second seed's): round-trip latency p99 over 5 ms; a limiter
 key over 1 MB (MEMORY USAGE); slow-log entries over 10 ms naming SLIDEWIN
@@ -8,6 +8,21 @@ forgets its entries). A `maxmemory-policy` that can evict limiter keys
 (`allkeys-*`, or `volatile-*`: limiter keys carry a TTL) is a warning.
 Exit status: 0 healthy, 1 a threshold crossed, 2 the server could not be
 reached or asked.
+
+The round trip is measured on a connection already set up (its first
+PING, which pays the connect, is not counted), one PING at a time, as
+`redis-cli --latency` does, for a second or 2000 PINGs, whichever comes
+first (at least 100 unless that takes 10 times longer): the p99 is a real
+percentile, not the slowest of a few samples. The PINGs follow each other
+without a pause by default: a pause lets the measuring host's CPUs go idle,
+and waking them adds milliseconds on virtual machines that are not the
+server's (`--ping-interval-ms` adds one, as redis-cli's 10 ms).
+
+Limiter keys are found by a bounded SCAN of the sorted sets (all keys by
+default; `--match` narrows it): the report counts those that look like a
+limiter's log (a TTL, and scores that are times in milliseconds, as
+slidewin, its FUNCTION library and the seed script write them) and shows
+the biggest by MEMORY USAGE.
 """
 
 import argparse
@@ -18,9 +33,18 @@ from typing import Dict, List, Optional, Tuple
 import redis
 
 LATENCY_MS = 5.0
+LATENCY_SECONDS = 1.0
+MAX_PINGS = 2000
+MIN_PINGS = 100
+PING_INTERVAL_MS = 0.0
 BIG_KEY_BYTES = 1 << 20
 SLOW_US = 10_000
+MATCH = "*"
+SCAN_LIMIT = 100_000
+SCAN_COUNT = 1000
 SORTED_SET_COMMANDS = ("zadd", "zrem", "zremrangebyscore", "zcard", "zcount", "zrange", "zscore", "evalsha", "eval", "fcall", "fcall_ro")
+# Scores of a limiter log are Unix times in ms: 2001-09-09 to 2286-11-20.
+MS_TIME_RANGE = (10**12, 10**13)
 
 
 def percentile(values: List[float], p: float) -> float:
@@ -36,11 +60,73 @@ def _text(v) -> str:
     return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
 
 
+def sample_round_trips(
+    r: redis.Redis,
+    seconds: float = LATENCY_SECONDS,
+    max_pings: int = MAX_PINGS,
+    interval_ms: float = PING_INTERVAL_MS,
+    min_pings: int = MIN_PINGS,
+) -> List[float]:
+    """PING round trips in ms, as `redis-cli --latency` takes them: the
+    first PING (which pays the connection set-up) is not counted; then one
+    PING at a time, `interval_ms` apart, for `seconds` or `max_pings`,
+    whichever comes first, and at least `min_pings` unless that takes more
+    than 10 x `seconds`."""
+    r.ping()  # connects: not counted
+    rtts: List[float] = []
+    start = time.perf_counter()
+    while len(rtts) < max_pings:
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds and (len(rtts) >= min_pings or elapsed >= 10 * seconds):
+            break
+        t = time.perf_counter()
+        r.ping()
+        rtts.append((time.perf_counter() - t) * 1000)
+        if interval_ms > 0:
+            time.sleep(interval_ms / 1000)
+    return rtts
+
+
+def scan_limiter_keys(r: redis.Redis, match: str, scan_limit: int) -> Dict:
+    """A SCAN of the sorted sets matching `match`, stopped once it has
+    stepped over about `scan_limit` keys: how many it saw, and the size of
+    those that look like a limiter's log (a TTL, lowest score a time in
+    ms)."""
+    found: List[Tuple[int, str]] = []
+    cursor, steps, sorted_sets = 0, 0, 0
+    while True:
+        cursor, keys = r.scan(cursor=cursor, match=match, count=SCAN_COUNT, _type="zset")
+        steps += 1
+        if keys:
+            sorted_sets += len(keys)
+            pipe = r.pipeline(transaction=False)
+            for key in keys:
+                pipe.pttl(key)
+                pipe.zrange(key, 0, 0, withscores=True)
+            replies = pipe.execute()
+            limiters = [
+                key
+                for key, ttl, lowest in zip(keys, replies[::2], replies[1::2])
+                if int(ttl) > 0 and lowest and MS_TIME_RANGE[0] <= float(lowest[0][1]) < MS_TIME_RANGE[1]
+            ]
+            if limiters:
+                pipe = r.pipeline(transaction=False)
+                for key in limiters:
+                    pipe.memory_usage(key, samples=0)
+                for key, size in zip(limiters, pipe.execute()):
+                    found.append((int(size or 0), _text(key)))
+        if int(cursor) == 0 or steps * SCAN_COUNT >= scan_limit:
+            break
+    return {"sorted_sets": sorted_sets, "limiter_keys": found, "complete": int(cursor) == 0}
+
+
 def gather(
     r: redis.Redis,
-    match: str,
-    pings: int = 50,
-    scan_limit: int = 10_000,
+    match: str = MATCH,
+    latency_seconds: float = LATENCY_SECONDS,
+    pings: int = MAX_PINGS,
+    ping_interval_ms: float = PING_INTERVAL_MS,
+    scan_limit: int = SCAN_LIMIT,
     top: int = 10,
     latency_ms: float = LATENCY_MS,
     big_key_bytes: int = BIG_KEY_BYTES,
@@ -49,19 +135,19 @@ def gather(
     """Asks the server everything the report shows; the thresholds default
     to the seeds'."""
     out: Dict = {"alerts": [], "warnings": [], "thresholds": {"latency_ms": latency_ms, "big_key_bytes": big_key_bytes, "slow_us": slow_us}}
-    rtts = []
-    for _ in range(pings):
-        t = time.perf_counter()
-        r.ping()
-        rtts.append((time.perf_counter() - t) * 1000)
-    out["ping_ms"] = {"p50": percentile(rtts, 50), "p99": percentile(rtts, 99)}
+    rtts = sample_round_trips(r, latency_seconds, pings, ping_interval_ms)
+    out["ping_ms"] = {"p50": percentile(rtts, 50), "p99": percentile(rtts, 99), "samples": len(rtts), "sum": sum(rtts)}
     if out["ping_ms"]["p99"] > latency_ms:
-        out["alerts"].append(f"round-trip p99 {out['ping_ms']['p99']:.2f} ms > {latency_ms} ms")
+        out["alerts"].append(f"round-trip p99 {out['ping_ms']['p99']:.2f} ms > {latency_ms:g} ms ({len(rtts)} PINGs)")
 
     # The server's own figures for the SLIDEWIN commands, where it keeps them.
     stats = r.info("commandstats")
     out["commands"] = {
-        name[len("cmdstat_"):]: {"calls": int(v.get("calls", 0)), "usec_per_call": float(v.get("usec_per_call", 0))}
+        name[len("cmdstat_"):]: {
+            "calls": int(v.get("calls", 0)),
+            "usec": int(v.get("usec", 0)),
+            "usec_per_call": float(v.get("usec_per_call", 0)),
+        }
         for name, v in stats.items()
         if name.startswith("cmdstat_slidewin.")
     }
@@ -81,17 +167,9 @@ def gather(
     if slow:
         out["alerts"].append(f"{len(slow)} slow-log entries over {slow_us / 1000:g} ms name SLIDEWIN or sorted-set commands")
 
-    # The biggest limiter keys, from a bounded SCAN.
-    sizes: List[Tuple[int, str]] = []
-    scanned = 0
-    for key in r.scan_iter(match=match, count=1000):
-        scanned += 1
-        size = r.memory_usage(key, samples=0) or 0
-        sizes.append((int(size), _text(key)))
-        if scanned >= scan_limit:
-            break
-    sizes.sort(reverse=True)
-    out["scanned"] = scanned
+    scan = scan_limiter_keys(r, match, scan_limit)
+    sizes = sorted(scan["limiter_keys"], reverse=True)
+    out["scan"] = {"match": match, "sorted_sets": scan["sorted_sets"], "limiter_keys": len(sizes), "complete": scan["complete"], "limit": scan_limit}
     out["biggest"] = [{"key": k, "bytes": b} for b, k in sizes[:top]]
     big = [k for b, k in sizes if b > big_key_bytes]
     if big:
@@ -109,8 +187,10 @@ def gather(
     try:
         section = r.info("slidewin")
         out["slidewin"] = {k: v for k, v in section.items() if k.startswith("slidewin_")}
+        # The counters: the fields of the module's stats section.
+        out["slidewin_counters"] = sorted(k for k in r.info("slidewin_stats") if k.startswith("slidewin_"))
     except redis.exceptions.ResponseError:
-        out["slidewin"] = {}
+        out["slidewin"], out["slidewin_counters"] = {}, []
     if not out["slidewin"]:
         out["warnings"].append("INFO slidewin is empty: the module is not loaded (the FUNCTION library may be in use)")
     try:
@@ -142,8 +222,9 @@ def _histogram_p99(reply) -> Dict[str, Dict[str, float]]:
 
 
 def render_text(out: Dict) -> str:
+    ping = out["ping_ms"]
     lines = [
-        f"round trip: p50 {out['ping_ms']['p50']:.3f} ms, p99 {out['ping_ms']['p99']:.3f} ms (threshold {out['thresholds']['latency_ms']} ms)",
+        f"round trip: p50 {ping['p50']:.3f} ms, p99 {ping['p99']:.3f} ms over {ping['samples']} PINGs (threshold {out['thresholds']['latency_ms']:g} ms)",
     ]
     for name, c in sorted(out["commands"].items()):
         h = out["latency_histogram"].get(name, {})
@@ -152,7 +233,11 @@ def render_text(out: Dict) -> str:
     lines.append(f"slow log (> {out['thresholds']['slow_us'] / 1000:g} ms, SLIDEWIN or sorted sets): {len(out['slowlog'])}")
     for s in out["slowlog"][:5]:
         lines.append(f"  {s['duration_us']} µs  {s['command']}")
-    lines.append(f"biggest limiter keys ({out['scanned']} scanned):")
+    scan = out["scan"]
+    extent = "the whole keyspace" if scan["complete"] else f"stopped after ~{scan['limit']} keys (--scan-limit)"
+    lines.append(
+        f"biggest limiter keys ({scan['limiter_keys']} limiter keys among {scan['sorted_sets']} sorted sets matching {scan['match']!r}; SCAN of {extent}):"
+    )
     for b in out["biggest"]:
         lines.append(f"  {b['bytes']:>10} B  {b['key']}")
     lines.append(f"evicted_keys: {out['evicted_keys']}; maxmemory-policy: {out['maxmemory_policy']}")
@@ -174,64 +259,165 @@ def _label(v: str) -> str:
     return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+def _value(v) -> str:
+    """A sample value: integers as integers (`46`, not `46.0`)."""
+    if isinstance(v, bool):
+        return str(int(v))
+    if isinstance(v, int):
+        return str(v)
+    f = float(v)
+    if f.is_integer() and abs(f) < 2**53:
+        return str(int(f))
+    return repr(f)
+
+
+def _metric_name(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "_:" else "_" for ch in name)
+
+
+class _Exposition:
+    """Metric families in the Prometheus text format: `# HELP` and
+    `# TYPE` once before each family's samples; counters end in `_total`,
+    other types do not; values are numbers."""
+
+    def __init__(self):
+        self.lines: List[str] = []
+
+    def family(self, name: str, kind: str, help_text: str, samples) -> None:
+        """`samples`: (labels dict or None, value, suffix) or (labels, value)."""
+        if kind == "counter" and not name.endswith("_total"):
+            raise ValueError(f"counter {name} must end in _total")
+        if kind != "counter" and name.endswith("_total"):
+            raise ValueError(f"{kind} {name} must not end in _total")
+        samples = list(samples)
+        if not samples:
+            return
+        self.lines.append(f"# HELP {name} {help_text}")
+        self.lines.append(f"# TYPE {name} {kind}")
+        for sample in samples:
+            labels, value = sample[0], sample[1]
+            suffix = sample[2] if len(sample) > 2 else ""
+            text = ""
+            if labels:
+                text = "{" + ",".join(f'{k}="{_label(str(v))}"' for k, v in labels.items()) + "}"
+            self.lines.append(f"{name}{suffix}{text} {_value(value)}")
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
 def render_prometheus(out: Dict) -> str:
-    """The same figures in the Prometheus text format (for node_exporter's
-    textfile collector)."""
-    m = [
-        "# HELP slidewin_ping_latency_ms Round-trip latency of PING, by quantile.",
-        "# TYPE slidewin_ping_latency_ms gauge",
-        f'slidewin_ping_latency_ms{{quantile="0.5"}} {out["ping_ms"]["p50"]:.6f}',
-        f'slidewin_ping_latency_ms{{quantile="0.99"}} {out["ping_ms"]["p99"]:.6f}',
-        "# TYPE slidewin_command_usec_per_call gauge",
-    ]
-    for name, c in sorted(out["commands"].items()):
-        m.append(f'slidewin_command_usec_per_call{{command="{_label(name)}"}} {c["usec_per_call"]}')
-    m += ["# TYPE slidewin_command_calls counter"]
-    for name, c in sorted(out["commands"].items()):
-        m.append(f'slidewin_command_calls{{command="{_label(name)}"}} {c["calls"]}')
-    m += [
-        "# TYPE slidewin_slowlog_entries gauge",
-        f"slidewin_slowlog_entries {len(out['slowlog'])}",
-        "# TYPE slidewin_key_bytes gauge",
-    ]
-    for b in out["biggest"]:
-        m.append(f'slidewin_key_bytes{{key="{_label(b["key"])}"}} {b["bytes"]}')
-    m += [
-        "# TYPE slidewin_evicted_keys counter",
-        f"slidewin_evicted_keys {out['evicted_keys']}",
-        "# TYPE slidewin_maxmemory_policy_can_evict gauge",
-        f"slidewin_maxmemory_policy_can_evict {int(out['maxmemory_policy'].startswith(('allkeys-', 'volatile-')))}",
-    ]
+    """The same figures in the Prometheus text exposition format (for
+    node_exporter's textfile collector): base units (seconds, bytes),
+    `_total` counters, a HELP and a TYPE line per family."""
+    e = _Exposition()
+    ping = out["ping_ms"]
+    e.family(
+        "slidewin_ping_rtt_seconds",
+        "summary",
+        "Round-trip time of PING on a warmed connection, sampled by the health report.",
+        [
+            ({"quantile": "0.5"}, ping["p50"] / 1000),
+            ({"quantile": "0.99"}, ping["p99"] / 1000),
+            (None, ping["sum"] / 1000, "_sum"),
+            (None, ping["samples"], "_count"),
+        ],
+    )
+    commands = sorted(out["commands"].items())
+    e.family(
+        "slidewin_command_calls_total",
+        "counter",
+        "Calls of each SLIDEWIN command (INFO commandstats).",
+        [({"command": n}, c["calls"]) for n, c in commands],
+    )
+    e.family(
+        "slidewin_command_duration_seconds_total",
+        "counter",
+        "Time the server spent in each SLIDEWIN command (INFO commandstats usec).",
+        [({"command": n}, c["usec"] / 1e6) for n, c in commands],
+    )
+    e.family(
+        "slidewin_command_latency_p99_seconds",
+        "gauge",
+        "Upper bound of the LATENCY HISTOGRAM bucket holding each command's 99th percentile.",
+        [({"command": n}, h["p99_usec"] / 1e6) for n, h in sorted(out["latency_histogram"].items())],
+    )
+    e.family(
+        "slidewin_slowlog_entries",
+        "gauge",
+        "Slow-log entries over the threshold naming SLIDEWIN or sorted-set commands.",
+        [(None, len(out["slowlog"]))],
+    )
+    e.family(
+        "slidewin_limiter_keys",
+        "gauge",
+        "Limiter keys found by the health report's bounded SCAN.",
+        [(None, out["scan"]["limiter_keys"])],
+    )
+    e.family(
+        "slidewin_key_bytes",
+        "gauge",
+        "MEMORY USAGE of the biggest limiter keys.",
+        [({"key": b["key"]}, b["bytes"]) for b in out["biggest"]],
+    )
+    e.family("slidewin_evicted_keys_total", "counter", "Keys evicted by the server (INFO stats evicted_keys).", [(None, out["evicted_keys"])])
+    e.family(
+        "slidewin_maxmemory_policy_can_evict",
+        "gauge",
+        "1 when maxmemory-policy can evict limiter keys (allkeys-*, volatile-*).",
+        [(None, int(out["maxmemory_policy"].startswith(("allkeys-", "volatile-"))))],
+    )
+    counters = set(out.get("slidewin_counters", ()))
     for k, v in out["slidewin"].items():
-        try:
-            m.append(f"{k} {float(v)}")
-        except (TypeError, ValueError):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
             continue
-    for k, c, _ in out.get("top_denied") or []:
-        m.append(f'slidewin_top_denied{{key="{_label(k)}"}} {c}')
-    m += ["# TYPE slidewin_health_alerts gauge", f"slidewin_health_alerts {len(out['alerts'])}"]
-    return "\n".join(m) + "\n"
+        name = _metric_name(k)
+        if k in counters:
+            e.family(name + "_total", "counter", f"INFO slidewin {k}: a counter since the module loaded.", [(None, v)])
+        else:
+            e.family(name, "gauge", f"INFO slidewin {k}.", [(None, v)])
+    e.family(
+        "slidewin_top_denied",
+        "gauge",
+        "Denials of the most denied keys over the SLIDEWIN.TOP period.",
+        [({"key": k}, c) for k, c, _ in out.get("top_denied") or []],
+    )
+    e.family("slidewin_health_alerts", "gauge", "Thresholds the health report found crossed.", [(None, len(out["alerts"]))])
+    return e.text()
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The description as written, every option's default shown."""
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m slidewin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m slidewin", description=__doc__, formatter_class=_HelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
-    h = sub.add_parser("health", help="report latency, slow log, big keys, evictions and the module's counters")
-    h.add_argument("url", nargs="?", default="redis://127.0.0.1:6379/0")
-    h.add_argument("--match", default="sms:limit:*", help="SCAN pattern of the limiter keys")
-    h.add_argument("--scan-limit", type=int, default=10_000, help="stop the SCAN after this many keys")
-    h.add_argument("--pings", type=int, default=50)
-    h.add_argument("--format", choices=("text", "prometheus"), default="text")
-    h.add_argument("--latency-ms", type=float, default=LATENCY_MS, help="alert when the PING p99 is above (default 5)")
-    h.add_argument("--big-key-bytes", type=int, default=BIG_KEY_BYTES, help="alert on limiter keys above (default 1 MB)")
-    h.add_argument("--slow-ms", type=float, default=SLOW_US / 1000, help="alert on slow-log entries above (default 10)")
+    h = sub.add_parser(
+        "health",
+        help="report latency, slow log, big keys, evictions and the module's counters",
+        description=__doc__,
+        formatter_class=_HelpFormatter,
+    )
+    h.add_argument("url", nargs="?", default="redis://127.0.0.1:6379/0", help="the server to ask")
+    h.add_argument("--match", default=MATCH, help="SCAN pattern: only sorted sets matching it are considered (limiter-looking ones are reported)")
+    h.add_argument("--scan-limit", type=int, default=SCAN_LIMIT, help="stop the SCAN after stepping over about this many keys")
+    h.add_argument("--latency-seconds", type=float, default=LATENCY_SECONDS, help="sample the PING round trip for this long")
+    h.add_argument("--pings", type=int, default=MAX_PINGS, help=f"at most this many PINGs (at least {MIN_PINGS} are taken unless that takes 10 x --latency-seconds)")
+    h.add_argument("--ping-interval-ms", type=float, default=PING_INTERVAL_MS, help="pause between two PINGs")
+    h.add_argument("--format", choices=("text", "prometheus"), default="text", help="text report or Prometheus text exposition")
+    h.add_argument("--latency-ms", type=float, default=LATENCY_MS, help="alert when the PING p99 is above this (ms)")
+    h.add_argument("--big-key-bytes", type=int, default=BIG_KEY_BYTES, help="alert on limiter keys above this (bytes)")
+    h.add_argument("--slow-ms", type=float, default=SLOW_US / 1000, help="alert on slow-log entries above this (ms)")
     opts = ap.parse_args(argv)
     try:
         r = redis.Redis.from_url(opts.url, socket_timeout=5, socket_connect_timeout=5)
         out = gather(
             r,
             opts.match,
+            latency_seconds=opts.latency_seconds,
             pings=opts.pings,
+            ping_interval_ms=opts.ping_interval_ms,
             scan_limit=opts.scan_limit,
             latency_ms=opts.latency_ms,
             big_key_bytes=opts.big_key_bytes,
