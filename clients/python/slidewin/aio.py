@@ -1,17 +1,19 @@
 """`AsyncLimiter`: `Limiter` for `redis.asyncio` clients, with the same
 policy, cache, breaker and fallback (see `limiter.py`)."""
 
+import asyncio
 from typing import Callable, Iterable, Tuple
 
 import redis
 import redis.asyncio
 
 from .decision import Decision, Rule
-from .limiter import CHECK, CHECK_ALL, OUTAGE_ERRORS, PEEK, Commands, Policy, _rule, _rules, library_code, with_timeout
+from .limiter import CHECK, CHECK_ALL, PEEK, RECONNECT, Commands, Policy, _rule, _rules, library_code, with_timeout
 
 
 class AsyncLimiter:
-    """The asyncio twin of `Limiter`: `await limiter.check(...)`."""
+    """The asyncio twin of `Limiter`: `await limiter.check(...)`, with the
+    same options, cache, breaker, retries and error handling."""
 
     def __init__(self, client, **options):
         self.policy = Policy(**options)
@@ -46,17 +48,39 @@ class AsyncLimiter:
                 self.policy.use_function = True
         return await self.client.execute_command(*build(True))
 
+    async def _reconnect(self) -> None:
+        """As `Limiter._reconnect`."""
+        pool = getattr(self.client, "connection_pool", None)
+        if pool is not None:
+            await pool.disconnect(inuse_connections=False)
+
     async def _decide(self, kind: str, rules: Tuple[Rule, ...], cost: int) -> Decision:
         """As `Limiter._decide`, awaiting Redis."""
         policy = self.policy
         early = policy.without_redis(kind, rules, cost)
         if early:
             return early
-        try:
-            reply = await self._send(lambda f: policy.command(kind, f, rules, cost))
-        except OUTAGE_ERRORS:
-            return policy.failed(kind, rules, cost)
-        return policy.answered(kind, reply, rules)
+        attempt = policy.attempt()
+        while True:
+            since = policy.clock()
+            try:
+                reply = await self._send(lambda f: policy.command(kind, f, rules, cost))
+            except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException) as e:
+                step = policy.after_error(e, kind, rules, cost, attempt, self._cluster)
+                if step is None:
+                    raise
+                if isinstance(step, Decision):
+                    return step
+                if step == RECONNECT:
+                    await self._reconnect()
+                else:
+                    await asyncio.sleep(step)
+                continue
+            except BaseException:
+                # Cancelled, or an error of another kind: the probe is free.
+                policy.breaker.release()
+                raise
+            return policy.answered(kind, reply, rules, cost, since)
 
     async def check(self, key: str, limit: int, window_ms: int, cost: int = 1) -> Decision:
         return await self._decide(CHECK, (_rule(key, limit, window_ms),), cost)
@@ -68,6 +92,8 @@ class AsyncLimiter:
         return await self._decide(PEEK, (_rule(key, limit, window_ms),), cost)
 
     async def undo(self, decision: Decision) -> int:
+        """As `Limiter.undo`: a decision without members (a peek's, a
+        refusal, an outage answer) is a no-op that returns 0."""
         if not decision.allowed or not decision.members:
             return 0
         removed = 0

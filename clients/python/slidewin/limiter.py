@@ -3,9 +3,12 @@
 and its circuit breaker, and the FUNCTION-library fallback."""
 
 import os
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple
+import time
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 import redis
+import redis.asyncio
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -19,13 +22,51 @@ DENY, ALLOW, LOCAL = "deny", "allow", "local"
 CHECK, CHECK_ALL, PEEK = "check", "check_all", "peek"
 POLICIES = (DENY, ALLOW, LOCAL)
 
-#: Errors that mean "Redis is away", not "the call is wrong".
+# What a failed round trip means. The circuit breaker is shared by every
+# key of a limiter, so it counts only what says the server cannot answer
+# *any* key; what concerns one slot, or is the server's own refusal of a
+# write, is answered per call by the outage policy and left out of the
+# breaker. Anything else (WRONGTYPE, bad arguments, MOVED on a plain client,
+# NOPERM) is raised to the caller.
+
+#: The server is out of reach for every key: connection loss (LOADING, a
+#: restarting server, is a ConnectionError in redis-py), a reply slower than
+#: the timeout, MASTERDOWN (a replica that lost its master and serves no
+#: stale data). The outage policy answers; the breaker counts it.
 OUTAGE_ERRORS = (
-    redis.exceptions.ConnectionError,  # also BusyLoadingError
+    redis.exceptions.ConnectionError,  # also BusyLoadingError (LOADING)
     redis.exceptions.TimeoutError,
-    redis.exceptions.ClusterDownError,
-    redis.exceptions.TryAgainError,
+    redis.exceptions.MasterDownError,
 )
+
+#: One slot cannot answer now: CLUSTERDOWN (a shard without a master, or
+#: the slot not served), redis-py's cluster client giving up on a slot
+#: ("TTL exhausted." after its own TRYAGAIN/MOVED/ASK retries), a slot the
+#: client knows no node for. The outage policy answers that call; the
+#: breaker does not count it (a cluster with one failed shard must not put
+#: every key on the outage policy). TRYAGAIN is one of these once it
+#: persists through `TRYAGAIN_DELAYS_MS`.
+SLOT_ERRORS = (
+    redis.exceptions.ClusterError,  # ClusterDownError, "TTL exhausted."
+    redis.exceptions.SlotNotCoveredError,
+)
+
+#: The server is up but refuses writes for a state of its own: OOM
+#: (maxmemory reached, nothing to evict), NOREPLICAS (min-replicas-to-write
+#: not met), MISCONF (it cannot persist). A reply, not an outage: the
+#: outage policy answers the call (it cannot be recorded: `deny` refuses,
+#: `allow` admits, `local` counts locally), and the breaker does not count
+#: it (each call asks again and learns at once when writes come back).
+WRITE_REFUSALS = ("OOM", "NOREPLICAS", "MISCONF")
+
+#: TRYAGAIN (a multi-key call on a slot being migrated, its keys split
+#: between two nodes) is retried after these pauses, as cluster clients do,
+#: within the call's budget (`timeout_ms`, else `TRYAGAIN_BUDGET_MS`).
+TRYAGAIN_DELAYS_MS = (10, 20, 40, 80)
+TRYAGAIN_BUDGET_MS = 200
+
+#: What `Policy.after_error` asks the limiter to do before trying again.
+RECONNECT = "reconnect"
 
 LIBRARY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "slidewin.lua")
 
@@ -55,7 +96,10 @@ def with_timeout(client, timeout_ms: Optional[int]):
         return client
     kwargs = dict(pool.connection_kwargs)
     kwargs["socket_timeout"] = kwargs["socket_connect_timeout"] = timeout_ms / 1000
-    kwargs["retry"] = Retry(NoBackoff(), 0)
+    if isinstance(pool, redis.asyncio.ConnectionPool):
+        kwargs["retry"] = AsyncRetry(NoBackoff(), 0)
+    else:
+        kwargs["retry"] = Retry(NoBackoff(), 0)
     new_pool = type(pool)(
         connection_class=pool.connection_class,
         max_connections=pool.max_connections,
@@ -97,6 +141,37 @@ class Commands:
         return ["SLIDEWIN.UNDO", key] + list(members)
 
 
+class Attempt:
+    """The retries of one call: TRYAGAIN's pauses within the budget, and
+    one reconnect after READONLY."""
+
+    def __init__(self, budget_ms: int, clock: Callable[[], int]):
+        self.clock = clock
+        self.started = clock()
+        self.budget_ms = budget_ms
+        self.tryagain = 0
+        self.reconnected = False
+
+    def next_tryagain_pause(self) -> Optional[float]:
+        """Seconds to wait before trying again, None when the retries or
+        the budget are spent."""
+        if self.tryagain >= len(TRYAGAIN_DELAYS_MS):
+            return None
+        pause = TRYAGAIN_DELAYS_MS[self.tryagain]
+        if self.clock() - self.started + pause > self.budget_ms:
+            return None
+        self.tryagain += 1
+        return pause / 1000
+
+
+def write_refused(e: Exception) -> bool:
+    """Whether `e` is the server refusing a write for a state of its own
+    (`WRITE_REFUSALS`)."""
+    if isinstance(e, redis.exceptions.OutOfMemoryError):
+        return True
+    return isinstance(e, redis.exceptions.ResponseError) and str(e).split(" ", 1)[0] in WRITE_REFUSALS
+
+
 class Policy:
     """Everything but the I/O, shared by `Limiter` and `AsyncLimiter`."""
 
@@ -115,6 +190,7 @@ class Policy:
             raise ValueError(f"outage must be one of {POLICIES}, got {outage!r}")
         self.outage = outage
         self.timeout_ms = timeout_ms
+        self.clock = clock
         self.cache = DenialCache(cache_size, clock)
         self.windows = LocalWindows(local_keys, clock)
         self.breaker = CircuitBreaker(breaker_failures, breaker_pause_ms, clock)
@@ -126,9 +202,11 @@ class Policy:
         """Where Redis answers come from: the module or the library."""
         return d.FUNCTION if self.use_function else d.REDIS
 
-    def cached(self, rules: Tuple[Rule, ...]) -> Optional[Decision]:
-        """A refusal from the denial cache when a rule is known refused."""
-        wait = max((self.cache.blocked_for(r) for r in rules), default=0)
+    def cached(self, rules: Tuple[Rule, ...], cost: int = 1) -> Optional[Decision]:
+        """A refusal from the denial cache when a rule is known to refuse
+        `cost` (a denial of a higher cost does not count: see
+        `DenialCache`)."""
+        wait = max((self.cache.blocked_for(r, cost) for r in rules), default=0)
         if wait > 0:
             return d.refusal(rules, wait, d.LOCAL_CACHE)
         return None
@@ -139,11 +217,74 @@ class Policy:
     def without_redis(self, kind: str, rules: Tuple[Rule, ...], cost: int) -> Optional[Decision]:
         """The denial cache's refusal, or the outage policy's answer while
         the breaker is open; None when Redis should be asked."""
-        cached = self.cached(rules)
+        cached = self.cached(rules, cost)
         if cached:
             return cached
         if not self.breaker.allow():
             return self.outage_answer(kind, rules, cost)
+        return None
+
+    def attempt(self) -> Attempt:
+        """The retry state of one call."""
+        budget = self.timeout_ms if self.timeout_ms else TRYAGAIN_BUDGET_MS
+        return Attempt(min(budget, TRYAGAIN_BUDGET_MS), self.clock)
+
+    def after_error(
+        self, e: Exception, kind: str, rules: Tuple[Rule, ...], cost: int, attempt: Attempt, cluster: bool
+    ) -> Union[Decision, float, str, None]:
+        """What a failed round trip leads to: a Decision (the outage
+        policy's answer), a pause in seconds before trying again, RECONNECT
+        (try once more on fresh connections), or None (raise `e`).
+
+        - connection loss, timeout, LOADING, MASTERDOWN (`OUTAGE_ERRORS`):
+          the policy answers, the breaker counts a failure;
+        - TRYAGAIN: tried again after `TRYAGAIN_DELAYS_MS` within the
+          budget; if it persists, the policy answers that call;
+        - CLUSTERDOWN and the other `SLOT_ERRORS`: the policy answers that
+          call;
+        - OOM, NOREPLICAS, MISCONF (`WRITE_REFUSALS`): the policy answers
+          that call;
+        - READONLY (the node we reach is a replica now: a failover, and a
+          connection still open to the demoted master): once more on fresh
+          connections (an endpoint whose name moved to the new master
+          answers then); if it persists, on a plain client the policy
+          answers and the breaker counts a failure (every key is on that
+          node), on a cluster client the policy answers that call;
+        - anything else: raised.
+        Only `OUTAGE_ERRORS` and a READONLY that persists on a plain client
+        count toward the breaker; the other errors are replies (a success
+        for it: the server is reachable) or, for a slot the client knows no
+        node for, leave it as it is.
+        """
+        if isinstance(e, redis.exceptions.TryAgainError):
+            pause = attempt.next_tryagain_pause()
+            if pause is not None:
+                return pause
+            self.breaker.success()
+            return self.outage_answer(kind, rules, cost)
+        if isinstance(e, OUTAGE_ERRORS):
+            return self.failed(kind, rules, cost)
+        if isinstance(e, redis.exceptions.ReadOnlyError):
+            if not attempt.reconnected:
+                attempt.reconnected = True
+                return RECONNECT
+            if cluster:
+                self.breaker.success()
+                return self.outage_answer(kind, rules, cost)
+            return self.failed(kind, rules, cost)
+        if isinstance(e, SLOT_ERRORS):
+            if isinstance(e, redis.exceptions.RedisError):
+                self.breaker.success()  # a node replied
+            else:
+                self.breaker.release()
+            return self.outage_answer(kind, rules, cost)
+        if write_refused(e):
+            self.breaker.success()
+            return self.outage_answer(kind, rules, cost)
+        if isinstance(e, redis.exceptions.ResponseError):
+            self.breaker.success()  # the server replied: the caller's error
+        else:
+            self.breaker.release()
         return None
 
     def failed(self, kind: str, rules: Tuple[Rule, ...], cost: int) -> Decision:
@@ -152,13 +293,14 @@ class Policy:
         self.breaker.failure()
         return self.outage_answer(kind, rules, cost)
 
-    def answered(self, kind: str, reply, rules: Tuple[Rule, ...]) -> Decision:
-        """Redis replied: its Decision; a denial is remembered (not a
-        peek's)."""
+    def answered(self, kind: str, reply, rules: Tuple[Rule, ...], cost: int = 1, since: Optional[int] = None) -> Decision:
+        """Redis replied: its Decision; a denial is remembered with its cost
+        (not a peek's), timed from `since`, the clock read before the
+        request was sent."""
         self.breaker.success()
         decision = self.parse(kind, reply, rules)
         if kind != PEEK:
-            self.remember(decision)
+            self.remember(decision, cost, since)
         return decision
 
     def falls_back(self, e: Exception) -> bool:
@@ -189,16 +331,17 @@ class Policy:
             return d.admission(rules, None, d.FALLBACK)
         return d.refusal(rules, self.breaker.pause_ms, d.FALLBACK)
 
-    def remember(self, decision: Decision) -> None:
+    def remember(self, decision: Decision, cost: int = 1, since: Optional[int] = None) -> None:
         """Caches the refusing rules of a denial from Redis (not from the
-        cache itself or the outage policy)."""
+        cache itself or the outage policy), each with the cost refused and
+        its own wait."""
         if decision.allowed or decision.source not in (d.REDIS, d.FUNCTION):
             return
         per_rule = decision.per_rule or (decision,)
         for sub in per_rule:
             if not sub.allowed:
                 for r in sub.rules:
-                    self.cache.block(r, sub.retry_after_ms)
+                    self.cache.block(r, sub.retry_after_ms, cost, since)
 
     def during_outage(self, rules: Tuple[Rule, ...], cost: int) -> Decision:
         """The outage policy's answer."""
@@ -229,13 +372,21 @@ class Limiter:
     """Sliding-window checks on a redis-py client.
 
     `outage` is `deny`, `allow` or `local` (an exact per-instance window);
-    it answers while Redis is unreachable or slower than `timeout_ms`, and
-    the circuit breaker (open after `breaker_failures` consecutive failures,
+    it answers while Redis cannot decide: unreachable, slower than
+    `timeout_ms`, loading, a slot migrating or down, writes refused (OOM,
+    NOREPLICAS, MISCONF); see `Policy.after_error` for each error. The
+    circuit breaker (open after `breaker_failures` consecutive failures,
     probing again after `breaker_pause_ms`) keeps calls from waiting out
-    the timeout meanwhile. Denials are cached for their wait (`cache_size`
-    rules), so a refused caller is refused again without a round trip.
-    Without the module (an unknown-command reply) it loads the packaged
-    FUNCTION library once and answers through FCALL.
+    the timeout meanwhile; it counts only what concerns every key
+    (connection loss, timeouts, LOADING, MASTERDOWN, a READONLY that
+    persists on fresh connections), never one slot's trouble. TRYAGAIN is
+    tried again a few times within `timeout_ms` first.
+
+    Denials are cached for their wait (`cache_size` rules) with the cost
+    refused: a caller refused is refused again without a round trip, for
+    that cost and any higher one; a lower cost is asked of Redis (it may
+    fit). Without the module (an unknown-command reply) it loads the
+    packaged FUNCTION library once and answers through FCALL.
     """
 
     def __init__(self, client, **options):
@@ -272,6 +423,14 @@ class Limiter:
                 self.policy.use_function = True
         return self.client.execute_command(*build(True))
 
+    def _reconnect(self) -> None:
+        """Closes the idle connections: the next command connects afresh
+        (and resolves the host name again). A cluster client keeps its
+        own: it follows the topology itself."""
+        pool = getattr(self.client, "connection_pool", None)
+        if pool is not None:
+            pool.disconnect(inuse_connections=False)
+
     def _decide(self, kind: str, rules: Tuple[Rule, ...], cost: int) -> Decision:
         """The local cache, else Redis (the breaker permitting), else the
         outage policy; denials from Redis are remembered (not a peek's)."""
@@ -279,11 +438,26 @@ class Limiter:
         early = policy.without_redis(kind, rules, cost)
         if early:
             return early
-        try:
-            reply = self._send(lambda f: policy.command(kind, f, rules, cost))
-        except OUTAGE_ERRORS:
-            return policy.failed(kind, rules, cost)
-        return policy.answered(kind, reply, rules)
+        attempt = policy.attempt()
+        while True:
+            since = policy.clock()
+            try:
+                reply = self._send(lambda f: policy.command(kind, f, rules, cost))
+            except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException) as e:
+                step = policy.after_error(e, kind, rules, cost, attempt, self._cluster)
+                if step is None:
+                    raise
+                if isinstance(step, Decision):
+                    return step
+                if step == RECONNECT:
+                    self._reconnect()
+                else:
+                    time.sleep(step)
+                continue
+            except BaseException:
+                policy.breaker.release()
+                raise
+            return policy.answered(kind, reply, rules, cost, since)
 
     # -- API -------------------------------------------------------------
 
@@ -305,7 +479,9 @@ class Limiter:
     def undo(self, decision: Decision) -> int:
         """SLIDEWIN.UNDO: gives an allowed decision's entries back on every
         key it charged; returns the entries removed. Send it once, soon
-        after the decision (see the README on member names)."""
+        after the decision (see the README on member names). A decision
+        without members (a peek's, a refusal, an outage answer) charged
+        nothing: undoing it is a no-op that returns 0 and sends nothing."""
         if not decision.allowed or not decision.members:
             return 0
         removed = 0

@@ -5,7 +5,7 @@ breaker. Thread-safe, bounded, and clocked by an injectable `clock` (ms)."""
 import threading
 import time
 from collections import OrderedDict, deque
-from typing import Callable, Deque, Optional, Tuple
+from typing import Callable, Deque, Dict, List, Optional, Set, Tuple
 
 from .decision import Rule
 
@@ -15,57 +15,98 @@ def monotonic_ms() -> int:
 
 
 class DenialCache:
-    """Remembers "refused until t" per (key, limit, window) after a denial.
+    """Remembers, per rule (key, limit, window), what Redis refused: "a call
+    of cost >= c is refused until t" after a denial of cost c.
 
-    Only denials are cached, so it can never allow what Redis would refuse:
-    while an entry lives, Redis would refuse the same call too (the entries
-    that filled the window only leave it when the wait is over). The one way
-    it can be stricter than Redis: another instance's UNDO gives room back
-    before the wait is over; this instance learns it when the entry ends.
-    Bounded: past `max_entries` the least recently refused entry is
-    dropped (a dropped entry only costs a round trip).
+    A denial of cost c, with the wait w Redis returned, says the same call
+    fits in w ms (the entry that must leave for c units to fit leaves
+    then); a call of a higher cost needs that entry and more to leave, so it
+    is refused for w too. It says nothing of a lower cost, which may fit
+    now: such calls go to Redis. So an entry refuses only what Redis would
+    refuse, and ends no later than Redis's own refusal (the time is counted
+    from before the request was sent, `since`). The one way the cache can
+    be stricter than Redis: another instance's UNDO gives room back before
+    the wait is over; this instance learns it when the entry ends (its own
+    `forget_key` clears the key at once).
+
+    Per rule it keeps a few steps (cost ascending, until ascending: a step
+    that a lower cost refusing longer makes redundant is dropped), at most
+    `STEPS` (the highest cost dropped first: dropping only costs a round
+    trip). Bounded: past `max_entries` rules the least recently refused
+    rule is dropped.
     """
+
+    STEPS = 8
 
     def __init__(self, max_entries: int = 10_000, clock: Callable[[], int] = monotonic_ms):
         self._max = max_entries
         self._clock = clock
-        self._until: "OrderedDict[Tuple[str, int, int], int]" = OrderedDict()
+        # (key, limit, window) -> [(cost, until), ...], cost and until ascending.
+        self._steps: "OrderedDict[Tuple[str, int, int], List[Tuple[int, int]]]" = OrderedDict()
+        self._by_key: Dict[str, Set[Tuple[str, int, int]]] = {}
         self._lock = threading.Lock()
 
-    def block(self, rule: Rule, retry_after_ms: int) -> None:
-        """After Redis refused a call on `rule` with this wait."""
+    def block(self, rule: Rule, retry_after_ms: int, cost: int = 1, since: Optional[int] = None) -> None:
+        """After Redis refused a call of `cost` on `rule` with this wait;
+        `since` is the clock read before the request was sent (now when
+        not given)."""
         if retry_after_ms <= 0 or self._max <= 0:
             return
-        until = self._clock() + retry_after_ms
+        until = (self._clock() if since is None else since) + retry_after_ms
         k = (rule.key, rule.limit, rule.window_ms)
         with self._lock:
-            self._until[k] = max(until, self._until.get(k, 0))
-            self._until.move_to_end(k)
-            while len(self._until) > self._max:
-                self._until.popitem(last=False)
+            steps = self._steps.get(k)
+            if steps is None:
+                steps = self._steps[k] = []
+                self._by_key.setdefault(rule.key, set()).add(k)
+            self._steps.move_to_end(k)
+            now = self._clock()
+            steps[:] = [(c, u) for c, u in steps if u > now]
+            if not any(c <= cost and u >= until for c, u in steps):
+                steps[:] = [(c, u) for c, u in steps if not (c >= cost and u <= until)]
+                steps.append((cost, until))
+                steps.sort()
+                del steps[self.STEPS:]
+            while len(self._steps) > self._max:
+                old, _ = self._steps.popitem(last=False)
+                self._unindex(old)
 
-    def blocked_for(self, rule: Rule) -> int:
-        """The ms this rule stays refused, 0 when not known refused."""
+    def blocked_for(self, rule: Rule, cost: int = 1) -> int:
+        """The ms a call of `cost` on this rule stays refused, 0 when it is
+        not known refused."""
         k = (rule.key, rule.limit, rule.window_ms)
         with self._lock:
-            until = self._until.get(k)
-            if until is None:
+            steps = self._steps.get(k)
+            if steps is None:
                 return 0
-            left = until - self._clock()
-            if left <= 0:
-                del self._until[k]
+            now = self._clock()
+            # Until ascends with cost: the steps that have ended lead.
+            while steps and steps[0][1] <= now:
+                steps.pop(0)
+            if not steps:
+                del self._steps[k]
+                self._unindex(k)
                 return 0
-            return left
+            # The highest step at or below `cost` refuses the longest.
+            until = max((u for c, u in steps if c <= cost), default=now)
+            return until - now
 
     def forget_key(self, key: str) -> None:
         """This instance gave entries of `key` back (UNDO)."""
         with self._lock:
-            for k in [k for k in self._until if k[0] == key]:
-                del self._until[k]
+            for k in self._by_key.pop(key, ()):
+                self._steps.pop(k, None)
+
+    def _unindex(self, k: Tuple[str, int, int]) -> None:
+        rules = self._by_key.get(k[0])
+        if rules is not None:
+            rules.discard(k)
+            if not rules:
+                del self._by_key[k[0]]
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._until)
+            return len(self._steps)
 
 
 class LocalWindows:
@@ -120,7 +161,9 @@ class CircuitBreaker:
     """Opens after `failures` consecutive failures; while open, calls fail
     fast (the outage policy answers without waiting for a timeout); after
     `pause_ms` one call probes Redis again: success closes it, failure
-    opens it for another pause."""
+    opens it for another pause. What counts as a failure (the server out of
+    reach for every key) and as a success (any reply) is the limiter's
+    choice: see `slidewin.limiter`."""
 
     def __init__(self, failures: int = 1, pause_ms: int = 1000, clock: Callable[[], int] = monotonic_ms):
         self._threshold = max(1, failures)
@@ -146,6 +189,13 @@ class CircuitBreaker:
         with self._lock:
             self._failures = 0
             self._open_until = None
+            self._probing = False
+
+    def release(self) -> None:
+        """A call ended that says nothing of Redis's reach (a slot-level
+        error, an error raised to the caller): the probe it may have held
+        goes to the next call; nothing else changes."""
+        with self._lock:
             self._probing = False
 
     def failure(self) -> None:

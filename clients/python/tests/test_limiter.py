@@ -214,3 +214,28 @@ def test_top_of_a_node_through_the_client(server):
         lim.check("t", 1, 60_000)
     reply = server.client().execute_command("SLIDEWIN.TOP", 5)
     assert merge_top([reply]) == [("t", 3, 0)]
+
+
+def test_undo_of_a_decision_without_members_is_a_no_op(server):
+    lim = Limiter(server.client())
+    assert lim.check("u", 2, 60_000).allowed
+    peeked = lim.peek("u", 2, 60_000)
+    assert peeked.allowed and peeked.members == (), "a peek charges nothing"
+    before = server.calls("slidewin.undo")
+    assert lim.undo(peeked) == 0
+    assert lim.check("u", 2, 60_000).allowed
+    denied = lim.check("u", 2, 60_000)
+    assert not denied.allowed and lim.undo(denied) == 0
+    assert lim.check("u", 2, 60_000).source == LOCAL_CACHE, "the no-op left the cached denial alone"
+
+    async def run():
+        alim = AsyncLimiter(redis.asyncio.Redis(port=server.port))
+        p = await alim.peek("v", 2, 60_000)  # allowed: "v" has room
+        removed = await alim.undo(p)
+        await alim.aclose()
+        return p, removed
+
+    p, removed = asyncio.run(run())
+    assert p.allowed and p.members == () and removed == 0
+    assert server.calls("slidewin.undo") == before, "nothing was sent"
+    assert server.client().zcard("u") == 2, "nothing was given back"
