@@ -12,6 +12,109 @@ on_every_server! {
     redis_cli_example_runs => cli_example;
     node_example_runs => node_example;
     go_example_runs => go_example;
+    every_example_runs_twice_after_the_others => all_examples_twice;
+}
+
+/// Runs one example program against `port`; its output (a failing exit
+/// fails the test).
+fn run_example(name: &str, port: u16) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let node_path = match std::env::var("NODE_PATH") {
+        Ok(p) if !p.is_empty() => format!("/usr/share/nodejs:{p}"),
+        _ => "/usr/share/nodejs".to_string(),
+    };
+    let gocache = std::env::temp_dir().join("slidewin-test-gocache");
+    match name {
+        "cli" => stdout_of(
+            Command::new("bash")
+                .arg(root.join("examples/cli/sms.sh"))
+                .arg(port.to_string()),
+            "bash",
+        ),
+        "sms_policy.py" => python_example("examples/python/sms_policy.py", port),
+        "wsgi_middleware.py" => python_example("examples/python/wsgi_middleware.py", port),
+        "node" => stdout_of(
+            Command::new("node")
+                .env("NODE_PATH", node_path)
+                .arg(root.join("examples/node/sms.js"))
+                .args(["--port", &port.to_string()]),
+            "run node (make deps installs nodejs and node-redis)",
+        ),
+        "go" => stdout_of(
+            Command::new("go")
+                .env("GO111MODULE", "off")
+                .env("GOPATH", "/usr/share/gocode")
+                .env("GOCACHE", gocache)
+                .arg("run")
+                .arg(root.join("examples/go/sms.go"))
+                .arg(format!("127.0.0.1:{port}")),
+            "run go (make deps installs golang-go and redigo)",
+        ),
+        other => panic!("no example {other}"),
+    }
+}
+
+/// Every example, on one server, after the others and then again at once:
+/// each exits 0 with the keys the others left (none shares a key with
+/// another) and, run again within the window, answers the refusals it now
+/// meets (a 429, a 0) instead of failing, and gives back nothing it did not
+/// get.
+fn all_examples_twice(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let names = ["cli", "sms_policy.py", "wsgi_middleware.py", "node", "go"];
+    let first: Vec<String> = names.iter().map(|n| run_example(n, server.port)).collect();
+    let again: Vec<String> = names.iter().map(|n| run_example(n, server.port)).collect();
+    for (name, out) in names.iter().zip(first.iter().chain(&again)) {
+        assert!(!out.trim().is_empty(), "{name} printed nothing");
+    }
+    // Run first after nothing but the others: each still sees its own fresh
+    // keys (the first run's allowed answers are there).
+    assert!(first[0].lines().nth(1) == Some("1"), "cli: {}", first[0]);
+    assert!(
+        first[1].starts_with("first code: 200"),
+        "sms_policy: {}",
+        first[1]
+    );
+    assert!(
+        first[2].starts_with("request 1: 200 OK"),
+        "wsgi: {}",
+        first[2]
+    );
+    assert!(
+        first[3].starts_with("six requests from one IP: 200"),
+        "node: {}",
+        first[3]
+    );
+    assert!(first[4].starts_with("code 1: 200"), "go: {}", first[4]);
+    // Run again within the window: refused, and handled.
+    let cli: Vec<&str> = again[0].lines().collect();
+    assert_eq!(cli[1..7], ["0", "0", "0", "0", "0", "0"], "cli again");
+    assert!(
+        again[1].starts_with("first code: 429"),
+        "sms_policy again: {}",
+        again[1]
+    );
+    assert!(
+        again[1].contains("given back: 0"),
+        "nothing to give back: {}",
+        again[1]
+    );
+    assert!(
+        again[2].starts_with("request 1: 429"),
+        "wsgi again: {}",
+        again[2]
+    );
+    assert!(
+        again[3].starts_with("six requests from one IP: 429 429 429 429 429 429"),
+        "node again: {}",
+        again[3]
+    );
+    assert!(
+        again[4].starts_with("code 1: 429"),
+        "go again: {}",
+        again[4]
+    );
+    assert!(again[4].contains("policy: 429"), "go again: {}", again[4]);
 }
 
 /// examples/go/sms.go on redigo (Debian's golang-go and
@@ -31,7 +134,7 @@ fn go_example(flavor: Flavor) {
         "run go (make deps installs golang-go and redigo)",
     );
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 8, "{text}");
+    assert_eq!(lines.len(), 9, "{text}");
     for i in 1..=5 {
         let remaining = 5 - i;
         assert_eq!(
@@ -45,11 +148,12 @@ fn go_example(flavor: Flavor) {
         lines[5],
         "code 6: 429 map[RateLimit-Limit:5 RateLimit-Remaining:0 RateLimit-Reset:60 Retry-After:60]"
     );
-    assert_eq!(lines[6], "policy: allowed=1 members=[1]");
-    assert_eq!(lines[7], "given back: 2");
+    assert_eq!(lines[6], "policy: 200, members=[1]");
+    assert_eq!(lines[7], "policy: 429, Retry-After 60 s");
+    assert_eq!(lines[8], "given back: 2");
     let mut c = server.conn();
-    assert_eq!(zcard(&mut c, "sms:limit:203.0.113.7"), 5);
-    assert_eq!(zcard(&mut c, "sms:limit:phone:+8613800000000"), 0);
+    assert_eq!(zcard(&mut c, "sms:limit:203.0.113.21"), 5);
+    assert_eq!(zcard(&mut c, "sms:limit:phone:+8613800000021"), 0);
 }
 
 /// examples/node/sms.js on node-redis (Debian's node-redis, installed by
@@ -81,7 +185,7 @@ fn node_example(flavor: Flavor) {
     let mut c = server.conn();
     assert_eq!(
         redis::cmd("ZCARD")
-            .arg("sms:limit:203.0.113.7")
+            .arg("sms:limit:203.0.113.31")
             .query::<i64>(&mut c)
             .unwrap(),
         5

@@ -27,7 +27,6 @@ import (
 // retry_after_ms, reset_after_ms] into an HTTP status and the IETF
 // RateLimit header fields, as the Python client's Decision.headers() does.
 func headers(v []int64) (int, map[string]string) {
-	secs := func(ms int64) string { return strconv.FormatInt((ms+999)/1000, 10) }
 	h := map[string]string{
 		"RateLimit-Limit":     strconv.FormatInt(v[1], 10),
 		"RateLimit-Remaining": strconv.FormatInt(v[2], 10),
@@ -41,6 +40,9 @@ func headers(v []int64) (int, map[string]string) {
 	}
 	return 429, h
 }
+
+// secs rounds milliseconds up to whole seconds, as Retry-After wants.
+func secs(ms int64) string { return strconv.FormatInt((ms+999)/1000, 10) }
 
 func smsCode(c redis.Conn, ip string) (int, map[string]string, error) {
 	v, err := redis.Int64s(c.Do("SLIDEWIN.CHECK", "sms:limit:"+ip, 5, 60000, "DETAIL"))
@@ -64,7 +66,7 @@ func main() {
 	defer c.Close()
 
 	for i := 1; i <= 6; i++ {
-		status, h, err := smsCode(c, "203.0.113.7")
+		status, h, err := smsCode(c, "203.0.113.21")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "SLIDEWIN.CHECK:", err)
 			os.Exit(1)
@@ -72,24 +74,55 @@ func main() {
 		fmt.Printf("code %d: %d %v\n", i, status, h)
 	}
 
-	// The SMS policy: per IP 5 per minute, per phone 1 per minute and 10
-	// per day, all or nothing; WITHMEMBERS names the entries for UNDO.
+	// The SMS policy, twice for one phone: the second code within a
+	// minute is refused, the first is given back (the provider failed).
+	first := policy(c, "198.51.100.21", "+8613800000021")
+	policy(c, "198.51.100.21", "+8613800000021")
+	fmt.Printf("given back: %d\n", giveBack(c, first))
+}
+
+// A decision of the SMS policy: the keys it named and the members it added
+// (none when refused).
+type decision struct {
+	keys    []string
+	members []string
+}
+
+// policy applies per IP 5 per minute, per phone 1 per minute and 10 per
+// day, all or nothing, in one SLIDEWIN.MCHECK; WITHMEMBERS names the
+// entries for UNDO.
+func policy(c redis.Conn, ip, phone string) decision {
+	ipKey, phoneKey := "sms:limit:ip:"+ip, "sms:limit:phone:"+phone
 	reply, err := redis.Values(c.Do("SLIDEWIN.MCHECK", 3,
-		"sms:limit:ip:198.51.100.9", 5, 60000,
-		"sms:limit:phone:+8613800000000", 1, 60000,
-		"sms:limit:phone:+8613800000000", 10, 86400000,
-		"WITHMEMBERS"))
+		ipKey, 5, 60000,
+		phoneKey, 1, 60000,
+		phoneKey, 10, 86400000,
+		"DETAIL", "WITHMEMBERS"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "SLIDEWIN.MCHECK:", err)
 		os.Exit(1)
 	}
 	allowed, _ := redis.Int64(reply[0], nil)
+	retryMs, _ := redis.Int64(reply[1], nil)
 	members, _ := redis.Strings(reply[len(reply)-1], nil)
-	fmt.Printf("policy: allowed=%d members=%v\n", allowed, members)
-	// The SMS provider failed: give the attempt back on both keys.
+	if allowed == 1 {
+		fmt.Printf("policy: 200, members=%v\n", members)
+	} else {
+		fmt.Printf("policy: 429, Retry-After %s s\n", secs(retryMs))
+	}
+	return decision{keys: []string{ipKey, phoneKey}, members: members}
+}
+
+// giveBack removes a decision's entries from every key it charged; a
+// refused decision recorded nothing and gives nothing back (UNDO needs at
+// least one member, so it is not sent).
+func giveBack(c redis.Conn, d decision) int {
+	if len(d.members) == 0 {
+		return 0
+	}
 	removed := 0
-	for _, key := range []string{"sms:limit:ip:198.51.100.9", "sms:limit:phone:+8613800000000"} {
-		args := redis.Args{}.Add(key).AddFlat(members)
+	for _, key := range d.keys {
+		args := redis.Args{}.Add(key).AddFlat(d.members)
 		n, err := redis.Int(c.Do("SLIDEWIN.UNDO", args...))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "SLIDEWIN.UNDO:", err)
@@ -97,5 +130,5 @@ func main() {
 		}
 		removed += n
 	}
-	fmt.Printf("given back: %d\n", removed)
+	return removed
 }

@@ -51,13 +51,13 @@ async function main() {
   const statuses = [];
   let last;
   for (let i = 0; i < 6; i++) {
-    last = await smsAllowed('203.0.113.7');
+    last = await smsAllowed('203.0.113.31');
     statuses.push(last.status);
   }
   console.log('six requests from one IP:', statuses.join(' '));
   console.log('the sixth:', JSON.stringify(last.headers));
-  console.log('policy, first code:', await policyAllowed('203.0.113.8', '+8613800000000'));
-  console.log('policy, second code:', await policyAllowed('203.0.113.8', '+8613800000000'));
+  console.log('policy, first code:', await policyAllowed('203.0.113.32', '+8613800000031'));
+  console.log('policy, second code:', await policyAllowed('203.0.113.32', '+8613800000031'));
   await client.quit();
 }
 
