@@ -15,6 +15,10 @@
 //! - `~` before a number marks a value that depends on the clock (a wait in
 //!   ms, a timestamp): any integer matches there.
 //! - A line `…` stands for any number of lines not shown.
+//! - A ```python block runs, in the same order, with the project's Python
+//!   and `redis.Redis` pointed at the test server (its port, and `6379`
+//!   in the code replaced by it); it must finish without
+//!   an error (what it prints is not compared).
 //! - A command that subscribes (`SUBSCRIBE`, `PSUBSCRIBE`) runs until its
 //!   expected lines arrived; the HTML comment `<!-- meanwhile: command -->`
 //!   before the block gives what another client does once it is subscribed.
@@ -44,16 +48,39 @@ struct Step {
     expected: Vec<String>,
     /// What another client runs once a subscribing command is subscribed.
     meanwhile: Option<String>,
+    /// A python block's code (then `command` is empty).
+    python: Option<String>,
 }
 
 /// The steps of every `console` block of `text`, in order.
 fn transcript(text: &str) -> Vec<Step> {
     let mut steps: Vec<Step> = Vec::new();
     let mut in_console = false;
+    let mut python: Option<(usize, String)> = None;
     let mut meanwhile: Option<String> = None;
     let mut block_meanwhile: Option<String> = None;
     for (i, line) in text.lines().enumerate() {
         let trimmed = line.trim();
+        if let Some((start, code)) = python.as_mut() {
+            if trimmed == "```" {
+                steps.push(Step {
+                    line: *start,
+                    command: String::new(),
+                    expected: Vec::new(),
+                    meanwhile: None,
+                    python: Some(std::mem::take(code)),
+                });
+                python = None;
+            } else {
+                code.push_str(line);
+                code.push('\n');
+            }
+            continue;
+        }
+        if !in_console && trimmed == "```python" {
+            python = Some((i + 1, String::new()));
+            continue;
+        }
         if !in_console {
             if let Some(rest) = trimmed.strip_prefix("<!-- meanwhile:") {
                 meanwhile = Some(rest.trim_end_matches("-->").trim().to_string());
@@ -75,6 +102,7 @@ fn transcript(text: &str) -> Vec<Step> {
                 command: command.to_string(),
                 expected: Vec::new(),
                 meanwhile: block_meanwhile.clone(),
+                python: None,
             });
         } else if let Some(step) = steps.last_mut() {
             step.expected.push(without_comment(line));
@@ -229,9 +257,11 @@ fn run(step: &Step, port: u16, wrapper: &Path) -> Vec<String> {
         let Ok(line) = rx.recv_timeout(left) else {
             break;
         };
+        // The confirmation ends with the subscription count; then the
+        // other client acts.
+        let confirmed = line.starts_with("3) (integer)");
         lines.push(line);
-        // The confirmation is three lines; then the other client acts.
-        if lines.len() == 3 && !acted {
+        if confirmed && !acted {
             acted = true;
             if let Some(meanwhile) = &step.meanwhile {
                 let out = shell(meanwhile, port, wrapper).output().expect("meanwhile");
@@ -244,6 +274,30 @@ fn run(step: &Step, port: u16, wrapper: &Path) -> Vec<String> {
     lines
 }
 
+/// Runs a python block against `port`: `redis.Redis` is given the port.
+fn run_python(step: &Step, code: &str, port: u16, page: &Path) {
+    let prelude = format!(
+        "import functools, redis\nredis.Redis = functools.partial(redis.Redis, port={port})\n"
+    );
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(format!(
+            "{prelude}{}",
+            code.replace("6379", &port.to_string())
+        ))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run the project's python");
+    assert!(
+        out.status.success(),
+        "{}:{}: the python block failed\n{code}\n--- stdout:\n{}\n--- stderr:\n{}",
+        page.display(),
+        step.line,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Runs every transcript of `page` on a fresh server.
 fn check_page(flavor: Flavor, page: &Path) -> usize {
     let text = std::fs::read_to_string(page).unwrap_or_else(|e| panic!("{page:?}: {e}"));
@@ -251,6 +305,10 @@ fn check_page(flavor: Flavor, page: &Path) -> usize {
     let server = Options::new(flavor).start();
     let wrapper = cli_wrapper(server.port);
     for step in &steps {
+        if let Some(code) = &step.python {
+            run_python(step, code, server.port, page);
+            continue;
+        }
         let actual = run(step, server.port, wrapper.path());
         assert!(
             output_matches(&step.expected, &actual),
@@ -325,6 +383,9 @@ fn the_matching_rules_can_fail() {
         "text\n<!-- meanwhile: redis-cli X -->\n```console\n$ redis-cli A   # why\n1) \"1\"   # the member\n$ B\n```\n",
     );
     assert_eq!(steps.len(), 2);
+    assert!(steps.iter().all(|s| s.python.is_none()));
+    let py = transcript("```python\nprint(1)\n```\n");
+    assert_eq!(py[0].python.as_deref(), Some("print(1)\n"));
     assert_eq!(steps[0].expected, ["1) \"1\""]);
     assert_eq!(steps[0].meanwhile.as_deref(), Some("redis-cli X"));
     assert!(steps[1].expected.is_empty());
