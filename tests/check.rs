@@ -17,6 +17,7 @@ on_every_server! {
     denied_calls_add_nothing_and_keep_the_ttl => denied_keeps_ttl;
     expiry_is_newest_score_plus_window => expiry_follows_newest;
     entries_from_the_future_keep_the_key_alive => future_entries;
+    any_sorted_set_named_is_taken_as_a_log => foreign_sorted_set;
     bad_arguments_are_refused_and_change_nothing => bad_arguments;
     wrong_arity_is_worded_by_the_server => wrong_arity;
     wrongtype_on_other_types => wrongtype;
@@ -190,6 +191,54 @@ fn future_entries(flavor: Flavor) {
     assert_eq!(pexpiretime(&mut c, key), ahead + 60_000);
     // The future entry counts: the limit of 2 is now reached.
     assert_eq!(check_raw(&mut c, &[key, b"2", b"60000"]).unwrap(), 0);
+}
+
+/// What the reference and the operating guide say: a sorted set made for
+/// something else (a leaderboard) is read as a log when a call names it:
+/// scores are taken as ms, those a window old are trimmed, the call's entry
+/// is added and the key gets an expiry. A PEEK reads it the same way and
+/// changes nothing; a denied call trims but adds nothing.
+fn foreign_sorted_set(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    let _: i64 = redis::cmd("ZADD")
+        .arg(&["lb", "100", "alice", "200", "bob"])
+        .query(&mut c)
+        .unwrap();
+    let peek = detail(&mut c, "SLIDEWIN.PEEK", &["lb", "5", "60000"]);
+    assert_eq!(
+        peek[..3],
+        [1, 5, 5],
+        "scores 100 and 200 (ms) are long out of the window"
+    );
+    assert_eq!(entries(&mut c, b"lb").len(), 2, "PEEK changed nothing");
+    let ttl: i64 = redis::cmd("PTTL").arg("lb").query(&mut c).unwrap();
+    assert_eq!(ttl, -1, "no expiry before a CHECK");
+    let before = server_ms(&mut c);
+    assert_eq!(check(&mut c, "lb", 5, 60_000), 1);
+    let left = entries(&mut c, b"lb");
+    assert_eq!(
+        left.len(),
+        1,
+        "alice and bob trimmed, one entry added: {left:?}"
+    );
+    assert!(
+        left[0].1 as i64 >= before,
+        "the entry is scored with the server time"
+    );
+    let at = pexpiretime(&mut c, b"lb");
+    assert_eq!(at, left[0].1 as i64 + 60_000, "an expiry was set");
+    // A set whose scores are large numbers (e.g. points) is read as entries
+    // from the future: they count, so the call is refused, and nothing of
+    // it is trimmed.
+    let _: i64 = redis::cmd("ZADD")
+        .arg("points")
+        .arg(9_000_000_000_000_i64)
+        .arg("carol")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(check(&mut c, "points", 1, 60_000), 0);
+    assert_eq!(entries(&mut c, b"points").len(), 1);
 }
 
 fn bad_arguments(flavor: Flavor) {
