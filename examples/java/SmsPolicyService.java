@@ -65,8 +65,15 @@ public class SmsPolicyService {
         }
     }
 
-    /** The provider failed: SLIDEWIN.UNDO the entries this request added. */
+    /**
+     * The provider failed: SLIDEWIN.UNDO the entries this request added. A
+     * refused request added none, and UNDO needs at least one member: then
+     * there is nothing to send.
+     */
     public void giveBack(String ip, String phone, List<byte[]> members) {
+        if (members == null || members.isEmpty()) {
+            return;
+        }
         for (String key : List.of("sms:limit:ip:" + ip, "sms:limit:phone:" + phone)) {
             List<byte[]> args = new ArrayList<>();
             args.add(b(key));
