@@ -7,10 +7,11 @@
 # Exits 1 with the command that installs it when it is missing.
 # Example: make run REDIS_SERVER=$(scripts/server-path.sh valkey-9.1)
 set -uo pipefail
-# The wheels live in the project's virtual environment (scripts/deps.sh).
+# The wheels live in the project's virtual environment (scripts/deps.sh),
+# never in the system interpreter: without .venv the three wheel servers are
+# reported missing (run make deps), not taken from a stale global install.
 here=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-$here/.venv/bin/python}
-[ -x "$PYTHON" ] || PYTHON=python3
 
 # The folder of an installed Python package, or nothing.
 pkgdir() {

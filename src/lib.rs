@@ -58,10 +58,13 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // keys on the target as plain ZADD / PEXPIREAT before the slot is owned
     // there, and forwards the source's writes as the same effects. slidewin
     // keeps no state about keys outside the keyspace (no timers, no keyspace
-    // subscriptions; TOP is node-local counts), so it only has to say so:
-    // declared wherever the server knows the flag.
+    // subscriptions; TOP is node-local counts), so it only has to say so.
+    // Declared where the server both knows the flag's bit (option numbers
+    // differ between Redis and Valkey, so the bit alone is not enough) and
+    // has the command the flag is about.
     let atomic_slot_migration = ffi::module_options_all()
-        .is_some_and(|all| all & ffi::OPTION_HANDLE_ATOMIC_SLOT_MIGRATION != 0);
+        .is_some_and(|all| all & ffi::OPTION_HANDLE_ATOMIC_SLOT_MIGRATION != 0)
+        && has_command(ctx, "CLUSTER|MIGRATESLOTS");
     if atomic_slot_migration {
         options |= ffi::OPTION_HANDLE_ATOMIC_SLOT_MIGRATION;
     }
@@ -90,6 +93,17 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     Status::Ok
+}
+
+/// Whether the server has `command` (`COMMAND INFO` answers nil for one it
+/// lacks), asked at load.
+fn has_command(ctx: &Context, command: &str) -> bool {
+    match ctx.call("COMMAND", &["INFO", command]) {
+        Ok(redis_module::RedisValue::Array(items)) => items
+            .first()
+            .is_some_and(|i| !matches!(i, redis_module::RedisValue::Null)),
+        _ => false,
+    }
 }
 
 redis_module! {

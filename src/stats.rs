@@ -13,7 +13,9 @@
 //! exports `RedisModule_SetCommandACLCategories`, so the commands carry ACL
 //! categories) and `cached_clock` (the server exports
 //! `RedisModule_CachedMicroseconds`, so one clock value holds for a whole
-//! MULTI or script).
+//! MULTI or script) and `atomic_slot_migration` (the module declared that it
+//! handles Valkey's atomic slot migration: the server knows the option flag
+//! and has `CLUSTER MIGRATESLOTS`).
 //!
 //! A third, `slidewin_top`, describes the heavy-hitters summary behind
 //! SLIDEWIN.TOP: `top_capacity` (keys per epoch and outcome; 0 is off),

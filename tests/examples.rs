@@ -64,8 +64,11 @@ fn all_examples_twice(flavor: Flavor) {
     let names = ["cli", "sms_policy.py", "wsgi_middleware.py", "node", "go"];
     let first: Vec<String> = names.iter().map(|n| run_example(n, server.port)).collect();
     let again: Vec<String> = names.iter().map(|n| run_example(n, server.port)).collect();
-    for (name, out) in names.iter().zip(first.iter().chain(&again)) {
-        assert!(!out.trim().is_empty(), "{name} printed nothing");
+    for (name, (one, two)) in names.iter().zip(first.iter().zip(&again)) {
+        assert!(
+            !one.trim().is_empty() && !two.trim().is_empty(),
+            "{name} printed nothing"
+        );
     }
     // Run first after nothing but the others: each still sees its own fresh
     // keys (the first run's allowed answers are there).

@@ -272,7 +272,7 @@ fn valid_reply(command: &str, args: &[Vec<u8>], v: &Value) -> Option<Vec<Vec<u8>
         "SLIDEWIN.PEEK" => five(v).then(Vec::new),
         "SLIDEWIN.CHECK" => match v {
             Value::Int(0 | 1) if !detail && !with_members => Some(Vec::new()),
-            v if five(v) && !with_members => Some(Vec::new()),
+            v if five(v) && detail && !with_members => Some(Vec::new()),
             Value::Array(items)
                 if with_members && items.len() == 6 && five(&Value::Array(items[..5].to_vec())) =>
             {

@@ -270,10 +270,13 @@ fn rotation(flavor: Flavor) {
         .cmd("SLIDEWIN.CHECK")
         .arg(&["wave", "1", "600000"])
         .cmd("TIME")
+        .cmd("SLIDEWIN.TOP")
         .query(&mut c)
         .expect("the wave");
     let (wave_from, wave_to) = (time_us(&replies[0]), time_us(&replies[4]));
-    assert_eq!(top(&mut c, &[]), [("wave".to_string(), 2, 0)]);
+    // Listed at once (in the same transaction, so no stall can intervene).
+    let listed: Vec<(String, i64, i64)> = redis::from_redis_value(&replies[5]).expect("TOP");
+    assert_eq!(listed, [("wave".to_string(), 2, 0)]);
     let mut query = redis::cmd("SLIDEWIN.TOP");
     query.arg("DENIED");
     let (mut last_listed, mut first_empty) = (None, None);

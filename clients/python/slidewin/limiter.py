@@ -250,12 +250,20 @@ class Policy:
           answers then); if it persists, on a plain client the policy
           answers and the breaker counts a failure (every key is on that
           node), on a cluster client the policy answers that call;
+        - a refused login (NOAUTH, WRONGPASS; redis-py raises them as
+          ConnectionErrors): raised, not an outage;
         - anything else: raised.
         Only `OUTAGE_ERRORS` and a READONLY that persists on a plain client
         count toward the breaker; the other errors are replies (a success
         for it: the server is reachable) or, for a slot the client knows no
         node for, leave it as it is.
         """
+        if isinstance(e, (redis.exceptions.AuthenticationError, redis.exceptions.AuthorizationError)):
+            # NOAUTH, WRONGPASS: redis-py makes them ConnectionErrors, but
+            # the server answered: a wrong setting, raised, never an outage
+            # (with outage="allow" it would admit everything).
+            self.breaker.success()
+            return None
         if isinstance(e, redis.exceptions.TryAgainError):
             pause = attempt.next_tryagain_pause()
             if pause is not None:

@@ -239,3 +239,19 @@ def test_undo_of_a_decision_without_members_is_a_no_op(server):
     assert p.allowed and p.members == () and removed == 0
     assert server.calls("slidewin.undo") == before, "nothing was sent"
     assert server.client().zcard("u") == 2, "nothing was given back"
+
+
+def test_a_wrong_password_is_raised_not_treated_as_an_outage(server):
+    # redis-py raises WRONGPASS / NOAUTH as ConnectionErrors; the server did
+    # answer, so with outage="allow" the client must not admit everything.
+    import pytest
+
+    server.client().config_set("requirepass", "s3cret")
+    try:
+        for password in ("wrong", None):
+            lim = Limiter(redis.Redis(port=server.port, password=password), outage="allow")
+            with pytest.raises((redis.exceptions.AuthenticationError, redis.exceptions.AuthorizationError, redis.exceptions.ResponseError)):
+                lim.check("auth:k", 5, 60_000)
+            assert lim.policy.breaker.state == "closed"
+    finally:
+        redis.Redis(port=server.port, password="s3cret").config_set("requirepass", "")
