@@ -11,8 +11,8 @@ use redis_module::Context;
 
 use crate::command_info::{self, CommandDoc};
 use crate::commands;
+use crate::counters::Counter;
 use crate::ffi::{self, command_fn, CommandFn, StoreError};
-use crate::stats::Counter;
 
 /// One command.
 pub struct CommandSpec {

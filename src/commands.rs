@@ -10,7 +10,7 @@ use crate::ffi::Arg;
 use crate::top::Outcome;
 use crate::window::{self, Detail, KeyedRule, Verdict};
 use crate::zset_log::ZsetLog;
-use crate::{clock, config, hitters, stats};
+use crate::{clock, config, counters, hitters};
 
 impl From<ArgError> for RedisError {
     fn from(e: ArgError) -> Self {
@@ -99,7 +99,7 @@ fn execute(ctx: &Context, argv: &[Arg], command: Command) -> RedisResult {
         Command::Check => {
             let mut log = ZsetLog::open_write(ctx, key)?;
             let verdict = window::check(&mut log, now, &request.rule, request.reply.want())?;
-            stats::record_check(verdict.allowed, verdict.added);
+            counters::record_check(verdict.allowed, verdict.added);
             drop(log);
             observe(ctx, now, verdict.allowed, key);
             verdict
@@ -107,7 +107,7 @@ fn execute(ctx: &Context, argv: &[Arg], command: Command) -> RedisResult {
         Command::Peek => {
             let mut log = ZsetLog::open_read(ctx, key)?;
             let verdict = window::peek(&mut log, now, &request.rule)?;
-            stats::record_peek();
+            counters::record_peek();
             verdict
         }
     };
@@ -116,7 +116,7 @@ fn execute(ctx: &Context, argv: &[Arg], command: Command) -> RedisResult {
 
 fn counted(result: RedisResult) -> RedisResult {
     if result.is_err() {
-        stats::record_error();
+        counters::record_error();
     }
     result
 }
@@ -161,7 +161,7 @@ fn execute_multi(ctx: &Context, argv: &[Arg]) -> RedisResult {
         .collect::<Result<Vec<_>, _>>()?;
     let want = request.reply.want();
     let v = window::mcheck(&mut logs, &rules, now, request.cost, want)?;
-    stats::record_check(v.allowed, v.members.len() as u64 * logs.len() as u64);
+    counters::record_check(v.allowed, v.members.len() as u64 * logs.len() as u64);
     drop(logs);
     if v.allowed {
         for key in &keys {
@@ -199,7 +199,7 @@ fn execute_undo(ctx: &Context, argv: &[Arg]) -> RedisResult {
     }
     let mut log = ZsetLog::open_write(ctx, key)?;
     let removed = log.remove_members(members)?;
-    stats::record_undo(removed);
+    counters::record_undo(removed);
     Ok(int(removed))
 }
 

@@ -15,7 +15,8 @@
 //! - `command_table`: the one table of commands (registration, flags, ACL
 //!   categories, docs);
 //! - `config`: the `slidewin.*` configuration;
-//! - `stats`: INFO counters;
+//! - `counters`: the INFO counters the commands move;
+//! - `stats`: the INFO sections;
 //! - this file: module load (arguments, configuration, INFO, commands).
 
 pub mod args;
@@ -24,6 +25,7 @@ pub mod command_info;
 pub mod command_table;
 pub mod commands;
 pub mod config;
+pub mod counters;
 pub mod ffi;
 pub mod hitters;
 pub mod member;

@@ -23,91 +23,11 @@
 //! and `top_memory_bytes` (what it holds; bounded by the capacity).
 
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::command_table::COMMANDS;
+use crate::counters::{self, Counter};
 use crate::ffi::InfoWriter;
-
-/// A counter of `slidewin_stats` that a command moves. Each command lists
-/// the counters it moves in the command table (`CommandSpec::counters`), and
-/// the INFO fields are those lists in table order, then `errors`, which
-/// every command moves: a counter no command declares is not shown.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Counter {
-    ChecksAllowed,
-    ChecksDenied,
-    CostGranted,
-    Peeks,
-    Undone,
-}
-
-impl Counter {
-    /// Every counter (the unit test checks each is declared by a command).
-    pub const ALL: [Counter; 5] = [
-        Counter::ChecksAllowed,
-        Counter::ChecksDenied,
-        Counter::CostGranted,
-        Counter::Peeks,
-        Counter::Undone,
-    ];
-
-    /// The INFO field, without the server's `slidewin_` prefix.
-    pub fn field(self) -> &'static CStr {
-        match self {
-            Counter::ChecksAllowed => c"checks_allowed",
-            Counter::ChecksDenied => c"checks_denied",
-            Counter::CostGranted => c"cost_granted",
-            Counter::Peeks => c"peeks",
-            Counter::Undone => c"undone",
-        }
-    }
-
-    fn cell(self) -> &'static AtomicU64 {
-        static CHECKS_ALLOWED: AtomicU64 = AtomicU64::new(0);
-        static CHECKS_DENIED: AtomicU64 = AtomicU64::new(0);
-        static COST_GRANTED: AtomicU64 = AtomicU64::new(0);
-        static PEEKS: AtomicU64 = AtomicU64::new(0);
-        static UNDONE: AtomicU64 = AtomicU64::new(0);
-        match self {
-            Counter::ChecksAllowed => &CHECKS_ALLOWED,
-            Counter::ChecksDenied => &CHECKS_DENIED,
-            Counter::CostGranted => &COST_GRANTED,
-            Counter::Peeks => &PEEKS,
-            Counter::Undone => &UNDONE,
-        }
-    }
-
-    fn add(self, by: u64) {
-        self.cell().fetch_add(by, Ordering::Relaxed);
-    }
-
-    fn get(self) -> u64 {
-        self.cell().load(Ordering::Relaxed)
-    }
-}
-
-static ERRORS: AtomicU64 = AtomicU64::new(0);
-
-pub fn record_check(allowed: bool, cost: u64) {
-    if allowed {
-        Counter::ChecksAllowed.add(1);
-        Counter::CostGranted.add(cost);
-    } else {
-        Counter::ChecksDenied.add(1);
-    }
-}
-
-pub fn record_peek() {
-    Counter::Peeks.add(1);
-}
-
-pub fn record_undo(removed: u64) {
-    Counter::Undone.add(removed);
-}
-
-pub fn record_error() {
-    ERRORS.fetch_add(1, Ordering::Relaxed);
-}
 
 /// The counters the command table declares, each once, in table order.
 pub fn declared() -> Vec<Counter> {
@@ -127,7 +47,7 @@ pub fn snapshot() -> Vec<(&'static CStr, u64)> {
         .into_iter()
         .map(|c| (c.field(), c.get()))
         .collect();
-    out.push((c"errors", ERRORS.load(Ordering::Relaxed)));
+    out.push((c"errors", counters::errors()));
     out
 }
 

@@ -3,10 +3,11 @@
 //! The `redis-module` crate does not wrap sorted sets, so this module makes
 //! the raw calls on keys and strings: opening and closing a key, reading its
 //! type and length, score-range iteration, adding, removing and setting an
-//! absolute expiry, creating and freeing strings. Every other raw call
-//! (replication, notifications, the clock, INFO, ...) is in `ffi.rs`. Resources are released by `Drop` (RAII): a [`Key`]
-//! closes its handle, a [`Range`] stops its iterator, a [`ModuleString`]
-//! frees its string. Every function pointer is checked for null before use
+//! absolute expiry, and reading the strings it hands back. Strings ([`ModuleString`]) and every
+//! other raw call (replication, notifications, the clock, INFO, ...) are in
+//! `ffi/`, which imports nothing of this file. Resources are released by `Drop` (RAII): a [`Key`]
+//! closes its handle, a [`Range`] stops its iterator (a `ModuleString` frees its
+//! string). Every function pointer is checked for null before use
 //! and reported as an error instead of unwrapped.
 
 use std::marker::PhantomData;
@@ -15,61 +16,7 @@ use std::ptr::NonNull;
 
 use redis_module::{raw, Context};
 
-use crate::ffi::{api, status as ok_status, RawString, StoreError};
-
-/// A module string this code created and must free.
-pub struct ModuleString<'c> {
-    ctx: &'c Context,
-    ptr: NonNull<raw::RedisModuleString>,
-}
-
-impl<'c> ModuleString<'c> {
-    /// The decimal string of `v`, as the server would print it.
-    pub fn from_i64(ctx: &'c Context, v: i64) -> Result<Self, StoreError> {
-        let create = api!(RedisModule_CreateStringFromLongLong)?;
-        // SAFETY: `ctx.ctx` is the live context of the running command.
-        let ptr = unsafe { create(ctx.ctx, v) };
-        NonNull::new(ptr)
-            .map(|ptr| ModuleString { ctx, ptr })
-            .ok_or(StoreError::Failed("creating a string"))
-    }
-
-    /// A copy of `bytes`.
-    pub fn from_bytes(ctx: &'c Context, bytes: &[u8]) -> Result<Self, StoreError> {
-        let create = api!(RedisModule_CreateString)?;
-        // SAFETY: `ctx.ctx` is the live context of the running command;
-        // `bytes` is valid for `bytes.len()` bytes and the server copies them.
-        let ptr = unsafe { create(ctx.ctx, bytes.as_ptr().cast(), bytes.len()) };
-        NonNull::new(ptr)
-            .map(|ptr| ModuleString { ctx, ptr })
-            .ok_or(StoreError::Failed("creating a string"))
-    }
-
-    /// The string as an integer, when it is the canonical decimal form of
-    /// one (as the server parses integers: no sign but `-`, no leading
-    /// zeros, no spaces).
-    pub fn to_i64(&self) -> Option<i64> {
-        let parse = api!(RedisModule_StringToLongLong).ok()?;
-        let mut v: std::os::raw::c_longlong = 0;
-        // SAFETY: `self.ptr` is a live string we own; `v` is a valid out slot.
-        let status = unsafe { parse(self.ptr.as_ptr(), &mut v) };
-        ok_status(status, "parsing an integer").ok().map(|()| v)
-    }
-
-    pub(crate) fn as_ptr(&self) -> *mut raw::RedisModuleString {
-        self.ptr.as_ptr()
-    }
-}
-
-impl Drop for ModuleString<'_> {
-    fn drop(&mut self) {
-        if let Ok(free) = api!(RedisModule_FreeString) {
-            // SAFETY: we own exactly one reference to this string, taken when
-            // it was created or handed to us by the iterator; it is freed once.
-            unsafe { free(self.ctx.ctx, self.ptr.as_ptr()) }
-        }
-    }
-}
+use crate::ffi::{api, status as ok_status, ModuleString, RawString, StoreError};
 
 /// What a key holds, as far as slidewin cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -281,7 +228,11 @@ impl Range<'_, '_> {
         // SAFETY: the range was started on this open key; the returned string
         // is a new reference that `ModuleString` frees.
         let ptr = unsafe { current(self.key.raw(), &mut score) };
-        Ok(NonNull::new(ptr).map(|ptr| (ModuleString { ctx, ptr }, score)))
+        Ok(NonNull::new(ptr).map(|ptr| {
+            // SAFETY: `ptr` is the one new reference the iterator just
+            // handed over; nothing else frees it.
+            (unsafe { ModuleString::adopt(ctx, ptr) }, score)
+        }))
     }
 
     /// The score under the iterator, or `None` past the end.

@@ -14,9 +14,10 @@ use std::os::raw::c_int;
 
 use redis_module::{raw, Context};
 
+use crate::ffi::ModuleString;
 use crate::ffi::{Arg, Propagate, StoreError};
 use crate::window::{NoFreeMember, WindowLog};
-use crate::zset::{Key, KeyKind, ModuleString, ScoreRange};
+use crate::zset::{Key, KeyKind, ScoreRange};
 
 /// The sliding-window log stored in one sorted-set key.
 pub struct ZsetLog<'c> {

@@ -10,7 +10,7 @@ use std::ptr;
 use redis_module::{raw, Context};
 
 use crate::command_info::{ArgDoc, CommandDoc, Keys};
-use crate::ffi::{api, StoreError};
+use crate::ffi::base::{api, StoreError};
 
 fn zeroed_arg() -> raw::RedisModuleCommandArg {
     raw::RedisModuleCommandArg {

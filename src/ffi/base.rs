@@ -1,0 +1,66 @@
+//! The base of the FFI layer, which imports nothing else of it: looking up
+//! a module API function pointer (never unwrapped), the error type of raw
+//! calls and the one status check. `mod.rs`, `string.rs` and
+//! `command_info.rs` build on it.
+
+use std::fmt;
+use std::os::raw::c_int;
+
+use redis_module::{raw, RedisError};
+
+/// Looks up a module API function pointer, turning a null one into an error.
+macro_rules! api {
+    ($name:ident) => {
+        // SAFETY: the API pointers are written once by `RedisModule_Init` while
+        // the module loads, before any command can run, and only read after;
+        // commands run on the server's main thread. Copying the `Option<fn>`
+        // out of the static creates no reference to it.
+        match unsafe { redis_module::raw::$name } {
+            Some(f) => Ok(f),
+            None => Err($crate::ffi::base::StoreError::MissingApi(stringify!($name))),
+        }
+    };
+}
+pub(crate) use api;
+
+/// Errors from raw calls, each with the reply a client should see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreError {
+    /// The key holds something other than a sorted set.
+    WrongType,
+    /// The server does not export a function slidewin needs.
+    MissingApi(&'static str),
+    /// The server refused an operation it should have accepted.
+    Failed(&'static str),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            // The server's own text (REDISMODULE_ERRORMSG_WRONGTYPE).
+            StoreError::WrongType => {
+                f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value")
+            }
+            StoreError::MissingApi(name) => write!(f, "ERR this server does not provide {name}"),
+            StoreError::Failed(what) => write!(f, "ERR {what} failed"),
+        }
+    }
+}
+
+impl From<StoreError> for RedisError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::WrongType => RedisError::WrongType,
+            other => RedisError::String(other.to_string()),
+        }
+    }
+}
+
+/// `REDISMODULE_OK`, or `Failed(what)`: the one status check.
+pub fn status(status: c_int, what: &'static str) -> Result<(), StoreError> {
+    if status == raw::REDISMODULE_OK as c_int {
+        Ok(())
+    } else {
+        Err(StoreError::Failed(what))
+    }
+}
