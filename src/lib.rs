@@ -4,6 +4,7 @@
 //! Layout:
 //! - `args`: argument parsing (pure);
 //! - `window`: the window decision over an abstract log (pure);
+//! - `compact`: the compact log, a second store (pure; not yet a data type);
 //! - `member`: member ids for log entries (pure);
 //! - `ffi`: the raw server calls: API lookup, status checks, errors, the
 //!   clock, notifications, key positions, INFO, and the replication builder;
@@ -24,6 +25,7 @@ pub mod clock;
 pub mod command_info;
 pub mod command_table;
 pub mod commands;
+pub mod compact;
 pub mod config;
 pub mod counters;
 pub mod ffi;

@@ -1,0 +1,345 @@
+//! The compact log against the sorted-set model ([`MemoryLog`], which
+//! orders equal scores as the server does): the same random calls through
+//! the core give the same verdicts and the same entries; the encoding
+//! round-trips, and hostile bytes are refused without a panic.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::window::{self, KeyedRule, MemoryLog, Rule, Want};
+
+/// UNDO on the model: removes member `id`.
+fn model_remove(log: &mut MemoryLog, id: i64) -> bool {
+    match log.members.iter().position(|&m| m == id) {
+        Some(i) => {
+            log.members.remove(i);
+            log.scores.remove(i);
+            true
+        }
+        None => false,
+    }
+}
+
+/// A member as the two runs can agree on it: a wide id (`ms << 20 | seq`,
+/// the fallback when the short one is taken) carries a process-wide
+/// sequence, which the model's call and the compact call each advance, so
+/// only its millisecond is compared.
+fn comparable(id: i64) -> i64 {
+    if id >= 1 << 40 {
+        -(id >> 20)
+    } else {
+        id
+    }
+}
+
+fn comparable_all(ids: &[i64]) -> Vec<i64> {
+    ids.iter().map(|&m| comparable(m)).collect()
+}
+
+/// The model's entries as (score, member), sorted.
+fn model_entries(log: &MemoryLog) -> Vec<(i64, i64)> {
+    let mut v: Vec<(i64, i64)> = log
+        .scores
+        .iter()
+        .zip(&log.members)
+        .map(|(&s, &m)| (s as i64, comparable(m)))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+fn compact_entries(log: &CompactLog) -> Vec<(i64, i64)> {
+    let mut v: Vec<(i64, i64)> = log.entries().map(|(s, m)| (s, comparable(m))).collect();
+    v.sort_unstable();
+    v
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// CHECK on log 0 or 1: limit, window, cost, detail, members.
+    Check(usize, u64, i64, u64, bool, bool),
+    /// MCHECK over both logs: (limit, window) per log, cost.
+    MCheck([(u64, i64); 2], u64),
+    /// PEEK on a log.
+    Peek(usize, u64, i64, u64),
+    /// UNDO of the `i`-th member given so far (mod their number) on a log.
+    Undo(usize, usize),
+    /// The clock moves by this many ms (backwards too).
+    Clock(i64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let window = prop_oneof![Just(50i64), Just(100), Just(1000), Just(5000)];
+    prop_oneof![
+        4 => (0..2usize, 1..12u64, window.clone(), 1..5u64, any::<bool>(), any::<bool>())
+            .prop_map(|(l, limit, w, c, d, m)| Op::Check(l, limit, w, c, d, m)),
+        2 => ((1..12u64, window.clone()), (1..12u64, window.clone()), 1..4u64)
+            .prop_map(|(a, b, c)| Op::MCheck([a, b], c)),
+        1 => (0..2usize, 1..12u64, window, 1..5u64).prop_map(|(l, limit, w, c)| Op::Peek(l, limit, w, c)),
+        2 => (0..2usize, any::<usize>()).prop_map(|(l, i)| Op::Undo(l, i)),
+        3 => prop_oneof![5 => 0..40i64, 2 => 0..2000i64, 1 => -300..0i64].prop_map(Op::Clock),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn decides_like_the_sorted_set_model(ops in proptest::collection::vec(op(), 1..120)) {
+        let mut model = [MemoryLog::default(), MemoryLog::default()];
+        let mut compact = [CompactLog::new(), CompactLog::new()];
+        let mut now = 1_796_000_000_000i64;
+        // The members each side was given, call by call (the same but for
+        // wide ids' sequences).
+        let (mut given_model, mut given_compact): (Vec<i64>, Vec<i64>) = (Vec::new(), Vec::new());
+        for op in ops {
+            match op {
+                Op::Check(l, limit, w, cost, detail, members) => {
+                    let rule = Rule { cost, ..Rule::new(limit, w) };
+                    let want = Want { detail, members };
+                    let mut a = window::check(&mut model[l], now, &rule, want).unwrap();
+                    let mut b = window::check(&mut compact[l], now, &rule, want).unwrap();
+                    given_model.extend(&a.members);
+                    given_compact.extend(&b.members);
+                    a.members = comparable_all(&a.members);
+                    b.members = comparable_all(&b.members);
+                    prop_assert_eq!(&a, &b);
+                }
+                Op::MCheck(rules, cost) => {
+                    let keyed: Vec<KeyedRule> = rules
+                        .iter()
+                        .enumerate()
+                        .map(|(key, &(limit, window_ms))| KeyedRule { key, limit, window_ms })
+                        .collect();
+                    let want = Want { detail: true, members: true };
+                    let mut a = window::mcheck(&mut model, &keyed, now, cost, want).unwrap();
+                    let mut b = window::mcheck(&mut compact, &keyed, now, cost, want).unwrap();
+                    given_model.extend(&a.members);
+                    given_compact.extend(&b.members);
+                    a.members = comparable_all(&a.members);
+                    b.members = comparable_all(&b.members);
+                    prop_assert_eq!(&a, &b);
+                }
+                Op::Peek(l, limit, w, cost) => {
+                    let rule = Rule { cost, ..Rule::new(limit, w) };
+                    let a = window::peek(&mut model[l], now, &rule).unwrap();
+                    let b = window::peek(&mut compact[l], now, &rule).unwrap();
+                    prop_assert_eq!(a, b);
+                }
+                Op::Undo(l, i) => {
+                    if !given_model.is_empty() {
+                        let i = i % given_model.len();
+                        prop_assert_eq!(
+                            model_remove(&mut model[l], given_model[i]),
+                            compact[l].remove(given_compact[i])
+                        );
+                    }
+                }
+                Op::Clock(step) => now += step,
+            }
+            for l in 0..2 {
+                prop_assert_eq!(model_entries(&model[l]), compact_entries(&compact[l]));
+                prop_assert_eq!(model[l].expire_at_ms, compact[l].expire_at_ms());
+                prop_assert_eq!(compact[l].count().unwrap(), model[l].scores.len() as u64);
+                // What a save and a load would carry: the same log back.
+                let bytes = compact[l].encode();
+                prop_assert_eq!(&CompactLog::decode(&bytes).unwrap(), &compact[l]);
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_bytes_are_refused_or_give_a_sound_log(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+        if let Ok(mut log) = CompactLog::decode(&bytes) {
+            sound(&mut log)?;
+        }
+    }
+
+    #[test]
+    fn mutated_encodings_are_refused_or_give_a_sound_log(
+        ops in proptest::collection::vec((0..5000i64, 1..4u64), 1..40),
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+        cut in any::<usize>(),
+    ) {
+        let mut log = CompactLog::new();
+        let mut now = 1_796_000_000_000i64;
+        for (step, cost) in ops {
+            now += step;
+            window::check(&mut log, now, &Rule { cost, ..Rule::new(1000, 3_600_000) }, Want { detail: false, members: false }).unwrap();
+        }
+        let mut bytes = log.encode();
+        for (at, b) in flips {
+            let i = at % bytes.len();
+            bytes[i] ^= b;
+        }
+        bytes.truncate(cut % (bytes.len() + 1));
+        if let Ok(mut log) = CompactLog::decode(&bytes) {
+            sound(&mut log)?;
+        }
+    }
+}
+
+/// What every query relies on, checked on a decoded log; then every query
+/// and a CHECK run on it without a panic.
+fn sound(log: &mut CompactLog) -> Result<(), TestCaseError> {
+    let runs = log.runs().to_vec();
+    prop_assert!(runs.windows(2).all(|w| w[0].score <= w[1].score));
+    prop_assert!(runs.iter().all(|r| r.count >= 1 && r.first >= 0));
+    let mut members: Vec<i64> = log.entries().map(|(_, m)| m).collect();
+    members.sort_unstable();
+    prop_assert!(members.windows(2).all(|w| w[0] < w[1]), "a member twice");
+    let total: u64 = runs.iter().map(|r| r.count).sum();
+    prop_assert_eq!(log.count().unwrap(), total);
+    prop_assert!(total <= MAX_ENTRIES);
+    let newest = runs.last().map(|r| r.score).unwrap_or(0);
+    let _ = log.count_above(newest - 1000).unwrap();
+    let _ = log.nth_above(i64::MIN, total, total).unwrap();
+    let _ = log.newest_entry().unwrap();
+    let rule = Rule::new(5, 1000);
+    let _ = window::check(
+        log,
+        newest,
+        &rule,
+        Want {
+            detail: true,
+            members: true,
+        },
+    );
+    let bytes = log.encode();
+    prop_assert_eq!(&CompactLog::decode(&bytes).unwrap(), log);
+    Ok(())
+}
+
+#[test]
+fn a_call_of_any_cost_is_one_run() {
+    let mut log = CompactLog::new();
+    let rule = Rule {
+        cost: 10_000,
+        ..Rule::new(100_000, 60_000)
+    };
+    let v = window::check(
+        &mut log,
+        1_000,
+        &rule,
+        Want {
+            detail: false,
+            members: false,
+        },
+    )
+    .unwrap();
+    assert!(v.allowed);
+    assert_eq!(
+        log.runs(),
+        [Run {
+            score: 1_000,
+            first: 1,
+            count: 10_000
+        }]
+    );
+    let bytes = log.encode();
+    assert!(
+        bytes.len() <= 16,
+        "{} bytes for a COST 10000 call",
+        bytes.len()
+    );
+}
+
+#[test]
+fn undo_splits_a_run_and_the_next_id_follows_the_newest() {
+    let mut log = CompactLog::new();
+    let want = Want {
+        detail: false,
+        members: true,
+    };
+    let v = window::check(
+        &mut log,
+        5,
+        &Rule {
+            cost: 3,
+            ..Rule::new(10, 100)
+        },
+        want,
+    )
+    .unwrap();
+    assert_eq!(v.members, [1, 2, 3]);
+    assert!(log.remove(2) && !log.remove(2));
+    assert_eq!(log.runs().len(), 2);
+    assert_eq!(log.count().unwrap(), 2);
+    let v = window::check(&mut log, 6, &Rule::new(10, 100), want).unwrap();
+    assert_eq!(v.members, [4]);
+}
+
+#[test]
+fn equal_scores_order_members_as_the_server_does() {
+    // Ten entries in one ms: the server's order ends with "9", not "10".
+    let mut log = CompactLog::new();
+    for id in 1..=10 {
+        assert!(log.add(7, id).unwrap());
+    }
+    assert_eq!(log.runs().len(), 1);
+    assert_eq!(log.newest_entry().unwrap(), Some((7.0, Some(9))));
+    assert_eq!(greatest_decimal(1, 10), 9);
+    assert_eq!(greatest_decimal(10, 123), 99);
+    assert_eq!(greatest_decimal(100, 123), 123);
+    assert_eq!(greatest_decimal(0, 0), 0);
+}
+
+#[test]
+fn refusals_name_what_is_wrong() {
+    assert_eq!(CompactLog::decode(&[]), Err(DecodeError::Truncated));
+    assert_eq!(CompactLog::decode(&[2, 0, 0]), Err(DecodeError::Version(2)));
+    assert_eq!(
+        CompactLog::decode(&[1, 0, 0, 0]),
+        Err(DecodeError::Trailing)
+    );
+    // Two runs claiming the same member.
+    let mut log = CompactLog::new();
+    log.add(1, 1).unwrap();
+    log.add(2, 2).unwrap();
+    let mut bytes = log.encode();
+    // Rewrite the second run as a general record pointing back at member 1.
+    bytes.truncate(bytes.len() - 1);
+    bytes.extend([0xC0, 1, 1, 0]); // gap 1, member delta -1 (zigzag 1): member 1 again
+    assert_eq!(CompactLog::decode(&bytes), Err(DecodeError::Invalid));
+    // A run count that says more runs than there are bytes.
+    assert_eq!(
+        CompactLog::decode(&[1, 0, 0xFF, 0x7F]),
+        Err(DecodeError::Truncated)
+    );
+    // An 11-byte varint.
+    let mut long = vec![1, 1];
+    long.extend([0xFF; 10]);
+    long.push(0);
+    assert_eq!(CompactLog::decode(&long), Err(DecodeError::Range));
+}
+
+/// Bytes per entry of the encoding for `n` entries arriving as a Poisson
+/// stream over an hour, one CHECK each (a seeded generator: a fixed
+/// computation, not a timing).
+fn bytes_per_entry(n: u64, seed: u64) -> f64 {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mean_gap = 3_600_000.0 / n as f64;
+    let mut log = CompactLog::new();
+    let mut now = 1_796_000_000_000i64;
+    let rule = Rule::new(n, 3_600_000);
+    let want = Want {
+        detail: false,
+        members: false,
+    };
+    for _ in 0..n {
+        let u: f64 = rng.random_range(f64::MIN_POSITIVE..1.0);
+        now += (-u.ln() * mean_gap) as i64;
+        assert!(window::check(&mut log, now, &rule, want).unwrap().allowed);
+    }
+    log.encode().len() as f64 / n as f64
+}
+
+#[test]
+fn the_encoding_takes_about_two_bytes_an_entry() {
+    let at_10k = bytes_per_entry(10_000, 1);
+    let at_1k = bytes_per_entry(1_000, 2);
+    eprintln!("encoding: {at_10k:.2} B/entry at 10,000 per hour, {at_1k:.2} at 1,000 per hour");
+    assert!(at_10k <= 2.0, "{at_10k:.2} B/entry at 10,000 per hour");
+    assert!(at_1k <= 3.0, "{at_1k:.2} B/entry at 1,000 per hour");
+}
