@@ -892,13 +892,6 @@ fn asm_key(i: usize) -> String {
     format!("{{asm}}load:{i}")
 }
 
-fn wall_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 /// CHECKs and two-rule MCHECKs on `{asm}` keys until `stop`, sent to the
 /// node the client believes owns the slot, following MOVED (and ASK, and
 /// retrying TRYAGAIN) as a cluster client does; any other error fails.

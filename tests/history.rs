@@ -7,7 +7,7 @@
 mod support;
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rand::Rng;
 use support::*;
@@ -33,13 +33,6 @@ struct Call {
     allowed: bool,
     /// The member WITHMEMBERS reported added (allowed calls only).
     member: Option<Vec<u8>>,
-}
-
-fn wall_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// A master with the module and a replica without it that writes every

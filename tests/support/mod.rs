@@ -637,6 +637,15 @@ impl Drop for Server {
     }
 }
 
+/// The client's wall clock in ms (the same clock as the server's on this
+/// machine), to bracket a call's server time by its send and receive.
+pub fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
 /// Polls `cond` until it holds or `timeout` passes; returns whether it held.
 pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
