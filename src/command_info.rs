@@ -177,6 +177,80 @@ pub const UNDO: CommandDoc = CommandDoc {
     ],
 };
 
+/// `SLIDEWIN.APPLY key [LOG payload] [TRIM cutoff_ms] [REMOVE member]...
+/// [ADD score_ms first_member count]... [PXAT unix_ms]`: the effect command
+/// of compact logs (only with `slidewin.log-type compact`).
+pub const APPLY: CommandDoc = CommandDoc {
+    name: c"slidewin.apply",
+    summary: c"Applies the effect of a call to a compact log with absolute times, deciding nothing: what replication and the AOF carry instead of CHECK, MCHECK and UNDO (only with slidewin.log-type compact). LOG replaces the log by an encoded one, TRIM removes the entries scored at or below cutoff_ms, REMOVE removes one member, ADD adds count entries scored score_ms under members first_member onwards, PXAT sets the expiry; all are checked before anything changes.",
+    complexity: c"O(N + A + R) with N the runs in the log, A the runs added and R the members removed; O(P) for a LOG payload of P bytes.",
+    since: c"0.2.0",
+    arity: -3,
+    // The server takes one of INSERT, DELETE and UPDATE: UPDATE, as
+    // SLIDEWIN.APPLY's changes (it may also delete an emptied log).
+    key_flags: raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE,
+    keys: Keys::First,
+    args: &[
+        KEY,
+        ArgDoc {
+            token: Some(c"LOG"),
+            optional: true,
+            ..required(
+                c"payload",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+            )
+        },
+        ArgDoc {
+            token: Some(c"TRIM"),
+            optional: true,
+            ..required(
+                c"cutoff_ms",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+            )
+        },
+        ArgDoc {
+            token: Some(c"REMOVE"),
+            optional: true,
+            multiple: true,
+            ..required(
+                c"member",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+            )
+        },
+        ArgDoc {
+            token: Some(c"ADD"),
+            optional: true,
+            multiple: true,
+            subargs: &[
+                required(
+                    c"score_ms",
+                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+                ),
+                required(
+                    c"first_member",
+                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+                ),
+                required(
+                    c"count",
+                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+                ),
+            ],
+            ..required(
+                c"run",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
+            )
+        },
+        ArgDoc {
+            token: Some(c"PXAT"),
+            optional: true,
+            ..required(
+                c"unix_ms",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME,
+            )
+        },
+    ],
+};
+
 /// `SLIDEWIN.DEBUG-PANIC key`: only in the fault-injection build.
 #[cfg(feature = "fault-injection")]
 pub const DEBUG_PANIC: CommandDoc = CommandDoc {

@@ -31,9 +31,12 @@ pub struct CommandSpec {
     /// The `INFO slidewin` counters the command moves (besides `errors`,
     /// which every command moves); INFO shows these, in table order.
     pub counters: &'static [Counter],
+    /// Registered only with `slidewin.log-type compact` (the effect command
+    /// of compact logs).
+    pub compact_only: bool,
 }
 
-pub const COMMANDS: [CommandSpec; 5] = [
+pub const COMMANDS: [CommandSpec; 6] = [
     CommandSpec {
         doc: &command_info::CHECK,
         handler: command_fn!(commands::check),
@@ -45,6 +48,7 @@ pub const COMMANDS: [CommandSpec; 5] = [
             Counter::ChecksDenied,
             Counter::CostGranted,
         ],
+        compact_only: false,
     },
     CommandSpec {
         // Not `fast`: PEEK steps over the expired entries a CHECK would have
@@ -55,6 +59,7 @@ pub const COMMANDS: [CommandSpec; 5] = [
         keys: (1, 1, 1),
         acl_categories: c"read sortedset slow",
         counters: &[Counter::Peeks],
+        compact_only: false,
     },
     CommandSpec {
         // MCHECK's keys (every third argument after numrules) are reported by
@@ -69,6 +74,7 @@ pub const COMMANDS: [CommandSpec; 5] = [
             Counter::ChecksDenied,
             Counter::CostGranted,
         ],
+        compact_only: false,
     },
     CommandSpec {
         doc: &command_info::UNDO,
@@ -77,6 +83,7 @@ pub const COMMANDS: [CommandSpec; 5] = [
         keys: (1, 1, 1),
         acl_categories: c"write sortedset fast",
         counters: &[Counter::Undone],
+        compact_only: false,
     },
     CommandSpec {
         // Keyless; it reveals key names from the whole keyspace, so it is
@@ -87,6 +94,19 @@ pub const COMMANDS: [CommandSpec; 5] = [
         keys: (0, 0, 0),
         acl_categories: c"admin dangerous slow",
         counters: &[],
+        compact_only: false,
+    },
+    CommandSpec {
+        // Only what replication, the AOF and restoring clients send: it
+        // decides nothing, so it moves no counter. @sortedset like the
+        // others: ACL rules written for them cover it.
+        doc: &command_info::APPLY,
+        handler: command_fn!(commands::apply),
+        flags: c"write deny-oom",
+        keys: (1, 1, 1),
+        acl_categories: c"write sortedset slow",
+        counters: &[],
+        compact_only: true,
     },
 ];
 
@@ -99,6 +119,7 @@ pub const FAULT_COMMANDS: [CommandSpec; 1] = [CommandSpec {
     keys: (1, 1, 1),
     acl_categories: c"read sortedset slow",
     counters: &[],
+    compact_only: false,
 }];
 #[cfg(not(feature = "fault-injection"))]
 pub const FAULT_COMMANDS: [CommandSpec; 0] = [];
@@ -106,8 +127,11 @@ pub const FAULT_COMMANDS: [CommandSpec; 0] = [];
 /// Creates every command with its flags, ACL categories and COMMAND DOCS
 /// metadata. MCHECK's keys are only known to the server through its key
 /// spec and its key-position answer, so any failure refuses the load.
-pub fn register(ctx: &Context) -> Result<(), String> {
+pub fn register(ctx: &Context, compact: bool) -> Result<(), String> {
     for c in COMMANDS.iter().chain(&FAULT_COMMANDS) {
+        if c.compact_only && !compact {
+            continue;
+        }
         let name = c.doc.name;
         let fail = |what: &str, e: StoreError| format!("{what} {}: {e}", name.to_string_lossy());
         ffi::create_command(ctx, name, c.handler, c.flags, c.keys)
@@ -135,7 +159,8 @@ mod tests {
                 c"slidewin.peek",
                 c"slidewin.mcheck",
                 c"slidewin.undo",
-                c"slidewin.top"
+                c"slidewin.top",
+                c"slidewin.apply"
             ]
         );
         for c in COMMANDS.iter().chain(&FAULT_COMMANDS) {

@@ -6,10 +6,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
 use crate::args::{self, ArgError, Command, Reply};
-use crate::ffi::Arg;
+use crate::compact_store::{self, LOG_TYPE};
+use crate::effect::Effect;
+use crate::ffi::{Arg, StoreError};
+use crate::key_log::KeyLog;
 use crate::top::Outcome;
 use crate::window::{self, Detail, KeyedRule, Verdict};
-use crate::zset_log::ZsetLog;
+use crate::zset::{Key, KeyKind};
 use crate::{clock, config, counters, hitters};
 
 impl From<ArgError> for RedisError {
@@ -97,7 +100,7 @@ fn execute(ctx: &Context, argv: &[Arg], command: Command) -> RedisResult {
     let now = server_now()?;
     let verdict = match command {
         Command::Check => {
-            let mut log = ZsetLog::open_write(ctx, key)?;
+            let mut log = KeyLog::open_write(ctx, key)?;
             let verdict = window::check(&mut log, now, &request.rule, request.reply.want())?;
             counters::record_check(verdict.allowed, verdict.added);
             drop(log);
@@ -105,7 +108,7 @@ fn execute(ctx: &Context, argv: &[Arg], command: Command) -> RedisResult {
             verdict
         }
         Command::Peek => {
-            let mut log = ZsetLog::open_read(ctx, key)?;
+            let mut log = KeyLog::open_read(ctx, key)?;
             let verdict = window::peek(&mut log, now, &request.rule)?;
             counters::record_peek();
             verdict
@@ -157,7 +160,7 @@ fn execute_multi(ctx: &Context, argv: &[Arg]) -> RedisResult {
     // Every key is opened and type-checked before anything changes.
     let mut logs = keys
         .iter()
-        .map(|k| ZsetLog::open_write(ctx, k))
+        .map(|k| KeyLog::open_write(ctx, k))
         .collect::<Result<Vec<_>, _>>()?;
     let want = request.reply.want();
     let v = window::mcheck(&mut logs, &rules, now, request.cost, want)?;
@@ -197,7 +200,7 @@ fn execute_undo(ctx: &Context, argv: &[Arg]) -> RedisResult {
     if members.is_empty() {
         return Err(RedisError::WrongArity);
     }
-    let mut log = ZsetLog::open_write(ctx, key)?;
+    let mut log = KeyLog::open_write(ctx, key)?;
     let removed = log.remove_members(members)?;
     counters::record_undo(removed);
     Ok(int(removed))
@@ -225,6 +228,24 @@ fn execute_top(argv: &[Arg]) -> RedisResult {
             })
             .collect(),
     ))
+}
+
+fn execute_apply(ctx: &Context, argv: &[Arg]) -> RedisResult {
+    let [_, name, rest @ ..] = argv else {
+        return Err(RedisError::WrongArity);
+    };
+    if rest.is_empty() {
+        return Err(RedisError::WrongArity);
+    }
+    let words: Vec<&[u8]> = rest.iter().map(|a| a.as_slice()).collect();
+    let effect = Effect::parse(&words).map_err(RedisError::String)?;
+    let key = Key::open_write(ctx, name)?;
+    if key.kind()? != KeyKind::Empty && !key.holds(&LOG_TYPE)? {
+        return Err(StoreError::WrongType.into());
+    }
+    compact_store::apply(ctx, name, key, &effect).map_err(RedisError::String)?;
+    crate::ffi::replicate_verbatim(ctx)?;
+    Ok(RedisValue::SimpleStringStatic("OK"))
 }
 
 /// `SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL] [WITHMEMBERS]`
@@ -272,6 +293,15 @@ pub fn top(_ctx: &Context, argv: &[Arg]) -> RedisResult {
 /// creating and replicating nothing.
 pub fn peek(ctx: &Context, argv: &[Arg]) -> RedisResult {
     run(ctx, argv, Command::Peek)
+}
+
+/// `SLIDEWIN.APPLY key [LOG payload] [TRIM cutoff_ms] [REMOVE member]...
+/// [ADD score_ms first_member count]... [PXAT unix_ms]`
+///
+/// The effect command of compact logs (see `effect.rs`): applies absolute
+/// changes, checked first; replicated as it came.
+pub fn apply(ctx: &Context, argv: &[Arg]) -> RedisResult {
+    counted(guarded(|| execute_apply(ctx, argv)))
 }
 
 /// `SLIDEWIN.DEBUG-PANIC key` (fault-injection build only): panics with a

@@ -1,6 +1,7 @@
-//! The compact log (issue "compact log", first step): a second
-//! [`WindowLog`] store, pure, with its byte encoding. Not yet a server data
-//! type: nothing registers it, and the module's keys stay sorted sets.
+//! The compact log: a second [`WindowLog`] store, pure, with its byte
+//! encoding. `compact_store.rs` makes it the server data type `slidewlog`
+//! when `slidewin.log-type` is `compact`; `effect.rs` is the effect command
+//! that replicates its changes.
 //!
 //! A log is a list of *runs*, each `count` entries scored `score` (ms) under
 //! the consecutive member ids `first .. first + count`. The core gives a new
@@ -34,7 +35,7 @@ pub struct Run {
 impl Run {
     /// The last member of the run (`first + count - 1`; checked when the
     /// run was made).
-    fn last(&self) -> i64 {
+    pub fn last(&self) -> i64 {
         let span = i64::try_from(self.count.saturating_sub(1)).unwrap_or(i64::MAX);
         self.first.saturating_add(span)
     }
@@ -98,6 +99,16 @@ impl CompactLog {
         &self.runs
     }
 
+    /// The number of entries.
+    pub fn count_entries(&self) -> u64 {
+        self.entries
+    }
+
+    /// Sets the expiry the encoding carries.
+    pub fn set_expiry(&mut self, at_ms: i64) {
+        self.expire_at_ms = Some(at_ms);
+    }
+
     /// The absolute expiry set by the last `expire_at`, if any.
     pub fn expire_at_ms(&self) -> Option<i64> {
         self.expire_at_ms
@@ -144,6 +155,64 @@ impl CompactLog {
         self.runs.splice(at..=at, pieces);
         self.entries = self.entries.saturating_sub(1);
         true
+    }
+
+    /// The digest's view of the log: per entry group `[score, first,
+    /// count]`, canonical (equal scores ordered by member, contiguous runs
+    /// merged), so two logs with the same entries give the same groups
+    /// however their runs were split.
+    pub fn canonical_runs(&self) -> Vec<Run> {
+        let mut out: Vec<Run> = Vec::with_capacity(self.runs.len());
+        for group in self.runs.chunk_by(|a, b| a.score == b.score) {
+            let mut g = group.to_vec();
+            g.sort_unstable_by_key(|r| r.first);
+            for r in g {
+                match out.last_mut() {
+                    Some(prev)
+                        if prev.score == r.score && prev.last().checked_add(1) == Some(r.first) =>
+                    {
+                        prev.count = prev.count.saturating_add(r.count);
+                    }
+                    _ => out.push(r),
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether member `id` is in the log and scored above `cutoff_ms`.
+    pub fn holds_above(&self, id: i64, cutoff_ms: i64) -> bool {
+        let at = self.first_above(cutoff_ms);
+        self.runs.iter().skip(at).any(|r| r.holds(id))
+    }
+
+    /// Whether any member of `first ..= last` is scored above `cutoff_ms`.
+    pub fn overlaps_above(&self, first: i64, last: i64, cutoff_ms: i64) -> bool {
+        let at = self.first_above(cutoff_ms);
+        self.runs
+            .iter()
+            .skip(at)
+            .any(|r| r.first <= last && first <= r.last())
+    }
+
+    /// Adds a whole run whose members the caller checked are free and
+    /// valid (see `effect.rs`), joining the run before it as `add` would.
+    pub fn add_run(&mut self, run: Run) {
+        let at = self.runs.partition_point(|r| r.score <= run.score);
+        match at.checked_sub(1).and_then(|i| self.runs.get_mut(i)) {
+            Some(prev)
+                if prev.score == run.score && prev.last().checked_add(1) == Some(run.first) =>
+            {
+                prev.count = prev.count.saturating_add(run.count);
+            }
+            _ => self.runs.insert(at, run),
+        }
+        self.entries = self.entries.saturating_add(run.count);
+    }
+
+    /// The heap block holding the runs, if one is allocated.
+    pub fn runs_block(&self) -> Option<*const u8> {
+        (self.runs.capacity() > 0).then(|| self.runs.as_ptr().cast())
     }
 
     /// Index of the first run scored above `cutoff_ms`.

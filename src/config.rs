@@ -1,17 +1,23 @@
 //! Module configuration: `slidewin.max-limit`, `slidewin.max-window-ms`,
-//! `slidewin.top-capacity` and `slidewin.top-period-ms`.
+//! `slidewin.top-capacity`, `slidewin.top-period-ms` and
+//! `slidewin.log-type`.
 //!
-//! Both can be given as load arguments (`--loadmodule libslidewin.so
+//! Each can be given as load arguments (`--loadmodule libslidewin.so
 //! max-limit 1000`), in redis.conf (`slidewin.max-limit 1000`) and at runtime
 //! (`CONFIG SET slidewin.max-limit 1000`); `CONFIG GET slidewin.*` shows them.
 //! Load arguments are checked strictly here (an unknown name or a bad value
 //! refuses the load with a message in the server log); the server checks the
-//! range on CONFIG SET.
+//! range on CONFIG SET. `slidewin.log-type` (`zset`, the default, or
+//! `compact`) is immutable: it decides at load whether the compact log's
+//! data type is registered at all, so it cannot change afterwards.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
-use redis_module::configuration::{register_i64_configuration, ConfigurationFlags};
-use redis_module::Context;
+use redis_module::configuration::{
+    register_enum_configuration, register_i64_configuration, ConfigurationContext,
+    ConfigurationFlags, ConfigurationValue, EnumConfigurationValue,
+};
+use redis_module::{Context, RedisError};
 
 use crate::args::{parse_i64, printable, Bounds, DEFAULT_MAX_LIMIT, DEFAULT_MAX_WINDOW_MS};
 use crate::top;
@@ -25,6 +31,92 @@ static MAX_LIMIT: AtomicI64 = AtomicI64::new(DEFAULT_MAX_LIMIT);
 static MAX_WINDOW_MS: AtomicI64 = AtomicI64::new(DEFAULT_MAX_WINDOW_MS);
 static TOP_CAPACITY: AtomicI64 = AtomicI64::new(top::DEFAULT_CAPACITY);
 static TOP_PERIOD_MS: AtomicI64 = AtomicI64::new(top::DEFAULT_PERIOD_MS);
+
+/// What CHECK and MCHECK create a missing key as (`slidewin.log-type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogType {
+    /// A plain sorted set (the default): readable without the module.
+    Zset,
+    /// The compact log, a module data type (about two bytes an entry).
+    Compact,
+}
+
+impl LogType {
+    pub const ALL: [LogType; 2] = [LogType::Zset, LogType::Compact];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LogType::Zset => "zset",
+            LogType::Compact => "compact",
+        }
+    }
+}
+
+impl From<LogType> for i32 {
+    fn from(t: LogType) -> i32 {
+        match t {
+            LogType::Zset => 0,
+            LogType::Compact => 1,
+        }
+    }
+}
+
+impl TryFrom<i32> for LogType {
+    type Error = RedisError;
+    fn try_from(v: i32) -> Result<Self, RedisError> {
+        match v {
+            0 => Ok(LogType::Zset),
+            1 => Ok(LogType::Compact),
+            _ => Err(RedisError::Str(
+                "ERR slidewin.log-type must be zset or compact",
+            )),
+        }
+    }
+}
+
+impl EnumConfigurationValue for LogType {
+    fn get_options(&self) -> (Vec<String>, Vec<i32>) {
+        (
+            LogType::ALL.iter().map(|t| t.name().to_string()).collect(),
+            LogType::ALL.iter().map(|&t| i32::from(t)).collect(),
+        )
+    }
+}
+
+/// `slidewin.log-type`, fixed at load.
+static COMPACT: AtomicBool = AtomicBool::new(false);
+
+/// The storage the server reads `slidewin.log-type` from (the server sets
+/// it only while loading: the setting is immutable).
+struct LogTypeVariable;
+
+static LOG_TYPE_VARIABLE: LogTypeVariable = LogTypeVariable;
+
+impl ConfigurationValue<LogType> for LogTypeVariable {
+    fn get(&self, _: &ConfigurationContext) -> LogType {
+        log_type()
+    }
+    fn set(&self, _: &ConfigurationContext, v: LogType) -> Result<(), RedisError> {
+        COMPACT.store(v == LogType::Compact, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// `slidewin.log-type` as loaded.
+pub fn log_type() -> LogType {
+    if COMPACT.load(Ordering::Relaxed) {
+        LogType::Compact
+    } else {
+        LogType::Zset
+    }
+}
+
+/// What the load arguments set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadArgs {
+    pub numbers: [(Setting, i64); 4],
+    pub log_type: LogType,
+}
 
 /// One configuration setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,15 +201,33 @@ pub fn bounds() -> Bounds {
 /// Parses load arguments: `name value` pairs of known settings, names
 /// case-insensitive, with or without the `slidewin.` prefix. Returns the
 /// value for each setting (its default when not given).
-pub fn parse_load_args(args: &[&[u8]]) -> Result<[(Setting, i64); 4], String> {
+pub fn parse_load_args(args: &[&[u8]]) -> Result<LoadArgs, String> {
     let mut values = Setting::ALL.map(|s| (s, s.default_value()));
+    let mut log_type = LogType::Zset;
     let mut rest = args;
     while let [name, tail @ ..] = rest {
         let lower = name.to_ascii_lowercase();
         let bare = lower.strip_prefix(b"slidewin.").unwrap_or(&lower);
+        if bare == b"log-type" {
+            let [value, after @ ..] = tail else {
+                return Err("module argument log-type needs a value".to_string());
+            };
+            let v = value.to_ascii_lowercase();
+            log_type = LogType::ALL
+                .into_iter()
+                .find(|t| t.name().as_bytes() == v.as_slice())
+                .ok_or_else(|| {
+                    format!(
+                        "module argument log-type must be zset or compact, got '{}'",
+                        printable(value)
+                    )
+                })?;
+            rest = after;
+            continue;
+        }
         let Some(slot) = values.iter_mut().find(|(s, _)| s.name().as_bytes() == bare) else {
             return Err(format!(
-                "unknown module argument '{}' (known: max-limit, max-window-ms, top-capacity, top-period-ms)",
+                "unknown module argument '{}' (known: max-limit, max-window-ms, top-capacity, top-period-ms, log-type)",
                 printable(name)
             ));
         };
@@ -138,16 +248,20 @@ pub fn parse_load_args(args: &[&[u8]]) -> Result<[(Setting, i64); 4], String> {
             })?;
         rest = after;
     }
-    Ok(values)
+    Ok(LoadArgs {
+        numbers: values,
+        log_type,
+    })
 }
 
 /// Registers the settings with the server (where it supports module
 /// configuration) using `values` as defaults, then applies any values from
 /// redis.conf. Without config support the load-argument values stay fixed.
-pub fn register(ctx: &Context, values: &[(Setting, i64)]) {
-    for &(setting, value) in values {
+pub fn register(ctx: &Context, values: &LoadArgs) {
+    for &(setting, value) in &values.numbers {
         setting.variable().store(value, Ordering::Relaxed);
     }
+    COMPACT.store(values.log_type == LogType::Compact, Ordering::Relaxed);
     if !crate::ffi::has_module_config() {
         crate::ffi::log(
             Some(ctx),
@@ -156,7 +270,7 @@ pub fn register(ctx: &Context, values: &[(Setting, i64)]) {
         );
         return;
     }
-    for &(setting, value) in values {
+    for &(setting, value) in &values.numbers {
         register_i64_configuration(
             ctx,
             setting.name(),
@@ -168,6 +282,14 @@ pub fn register(ctx: &Context, values: &[(Setting, i64)]) {
             None,
         );
     }
+    register_enum_configuration(
+        ctx,
+        "log-type",
+        &LOG_TYPE_VARIABLE,
+        values.log_type,
+        ConfigurationFlags::IMMUTABLE,
+        None,
+    );
     crate::ffi::load_configs(ctx);
 }
 
@@ -177,7 +299,40 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<[(Setting, i64); 4], String> {
         let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        parse_load_args(&bytes)
+        parse_load_args(&bytes).map(|a| a.numbers)
+    }
+
+    fn log_type_of(args: &[&str]) -> Result<LogType, String> {
+        let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        parse_load_args(&bytes).map(|a| a.log_type)
+    }
+
+    #[test]
+    fn log_type_is_zset_unless_given() {
+        assert_eq!(log_type_of(&[]), Ok(LogType::Zset));
+        assert_eq!(log_type_of(&["log-type", "COMPACT"]), Ok(LogType::Compact));
+        assert_eq!(
+            log_type_of(&["max-limit", "5", "slidewin.log-type", "zset"]),
+            Ok(LogType::Zset)
+        );
+        assert_eq!(
+            parse(&["log-type", "compact", "max-limit", "7"]).map(|v| v[0].1),
+            Ok(7)
+        );
+        for (args, expected) in [
+            (&["log-type"][..], "module argument log-type needs a value"),
+            (
+                &["log-type", "list"][..],
+                "log-type must be zset or compact, got 'list'",
+            ),
+        ] {
+            let err = log_type_of(args).expect_err("must be refused");
+            assert!(err.contains(expected), "{args:?}: {err}");
+        }
+        for t in LogType::ALL {
+            assert_eq!(LogType::try_from(i32::from(t)).ok(), Some(t));
+        }
+        assert!(LogType::try_from(2).is_err());
     }
 
     #[test]

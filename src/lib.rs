@@ -4,7 +4,10 @@
 //! Layout:
 //! - `args`: argument parsing (pure);
 //! - `window`: the window decision over an abstract log (pure);
-//! - `compact`: the compact log, a second store (pure; not yet a data type);
+//! - `compact`: the compact log, a second store (pure);
+//! - `effect`: the effect command's changes to a compact log (pure);
+//! - `compact_store`: the compact log as a data type and a store;
+//! - `key_log`: the log in a key, whichever store holds it;
 //! - `member`: member ids for log entries (pure);
 //! - `ffi`: the raw server calls: API lookup, status checks, errors, the
 //!   clock, notifications, key positions, INFO, and the replication builder;
@@ -26,10 +29,13 @@ pub mod command_info;
 pub mod command_table;
 pub mod commands;
 pub mod compact;
+pub mod compact_store;
 pub mod config;
 pub mod counters;
+pub mod effect;
 pub mod ffi;
 pub mod hitters;
+pub mod key_log;
 pub mod member;
 pub mod stats;
 pub mod top;
@@ -87,8 +93,22 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         }
     };
     config::register(ctx, &values);
+    // The compact log's data type exists only when asked for: a registered
+    // type makes MODULE UNLOAD impossible and makes every replica, AOF or
+    // RDB reader and RESTORE target need the module.
+    let compact = config::log_type() == config::LogType::Compact;
+    if compact {
+        if let Err(e) = compact_store::LOG_TYPE.create(ctx) {
+            ffi::log(
+                Some(ctx),
+                c"warning",
+                &format!("slidewin: cannot register the compact log type: {e}; module not loaded"),
+            );
+            return Status::Err;
+        }
+    }
     stats::register(ctx);
-    if let Err(e) = command_table::register(ctx) {
+    if let Err(e) = command_table::register(ctx, compact) {
         ffi::log(
             Some(ctx),
             c"warning",

@@ -16,6 +16,7 @@ use std::ptr::NonNull;
 
 use redis_module::{raw, Context};
 
+use crate::ffi::module_type::{ModuleType, TypeValue};
 use crate::ffi::{api, status as ok_status, ModuleString, RawString, StoreError};
 
 /// What a key holds, as far as slidewin cares.
@@ -110,14 +111,17 @@ impl<'c> Key<'c> {
 
     /// The type of the value, or `Empty` when the key does not exist.
     pub fn kind(&self) -> Result<KeyKind, StoreError> {
-        let key_type = api!(RedisModule_KeyType)?;
-        // SAFETY: the handle is open until `self` drops.
-        let t = unsafe { key_type(self.raw()) } as isize;
-        Ok(match t {
+        Ok(match self.raw_kind()? {
             raw::REDISMODULE_KEYTYPE_EMPTY => KeyKind::Empty,
             raw::REDISMODULE_KEYTYPE_ZSET => KeyKind::Zset,
             _ => KeyKind::Other,
         })
+    }
+
+    fn raw_kind(&self) -> Result<isize, StoreError> {
+        let key_type = api!(RedisModule_KeyType)?;
+        // SAFETY: the handle is open until `self` drops.
+        Ok(unsafe { key_type(self.raw()) } as isize)
     }
 
     /// The number of members (0 for a missing key).
@@ -199,6 +203,81 @@ impl<'c> Key<'c> {
         // SAFETY: the handle is open for writing on an existing key.
         let status = unsafe { set(self.raw(), at_ms) };
         ok_status(status, "setting the expiry")
+    }
+}
+
+impl Key<'_> {
+    /// The server's handle of the module type of the value, when the key
+    /// holds a module value.
+    fn module_type(&self) -> Result<Option<*mut raw::RedisModuleType>, StoreError> {
+        if self.raw_kind()? != raw::REDISMODULE_KEYTYPE_MODULE {
+            return Ok(None);
+        }
+        let get_type = api!(RedisModule_ModuleTypeGetType)?;
+        // SAFETY: the handle is open and holds a module value.
+        let t = unsafe { get_type(self.raw()) };
+        Ok((!t.is_null()).then_some(t))
+    }
+
+    /// Whether the key holds a value of the registered type `ty`.
+    pub fn holds<T: TypeValue>(&self, ty: &ModuleType<T>) -> Result<bool, StoreError> {
+        Ok(ty.handle().is_some() && self.module_type()? == ty.handle())
+    }
+
+    /// The value of type `ty` the key holds, if it holds one.
+    pub fn value<T: TypeValue>(&self, ty: &ModuleType<T>) -> Result<Option<&T>, StoreError> {
+        if !self.holds(ty)? {
+            return Ok(None);
+        }
+        let get = api!(RedisModule_ModuleTypeGetValue)?;
+        // SAFETY: the key holds a value of `ty`, the one type made for `T`,
+        // so the pointer is a live `Box<T>` owned by the server; the
+        // reference borrows the key, which keeps the value alive.
+        Ok(unsafe { get(self.raw()).cast::<T>().as_ref() })
+    }
+
+    /// The value of type `ty` the key holds, for changing in place.
+    pub fn value_mut<T: TypeValue>(
+        &mut self,
+        ty: &ModuleType<T>,
+    ) -> Result<Option<&mut T>, StoreError> {
+        if !self.holds(ty)? {
+            return Ok(None);
+        }
+        let get = api!(RedisModule_ModuleTypeGetValue)?;
+        // SAFETY: as in `value`; the key is borrowed mutably for as long as
+        // the reference lives, so nothing else reaches the value meanwhile.
+        Ok(unsafe { get(self.raw()).cast::<T>().as_mut() })
+    }
+
+    /// Stores `value` as the key's value of type `ty` (the key must be
+    /// open for writing; an existing value is freed by the server).
+    pub fn set_value<T: TypeValue>(
+        &mut self,
+        ty: &ModuleType<T>,
+        value: T,
+    ) -> Result<(), StoreError> {
+        let set = api!(RedisModule_ModuleTypeSetValue)?;
+        let handle = ty
+            .handle()
+            .ok_or(StoreError::Failed("the compact log type is not registered"))?;
+        let ptr = ModuleType::<T>::into_raw(value);
+        // SAFETY: an open write handle, a registered type and a pointer the
+        // server takes ownership of on success.
+        let status = unsafe { set(self.raw(), handle, ptr) };
+        if status != raw::REDISMODULE_OK as c_int {
+            // SAFETY: not taken by the server: ours to free, once.
+            drop(unsafe { Box::from_raw(ptr.cast::<T>()) });
+            return Err(StoreError::Failed("storing the compact log"));
+        }
+        Ok(())
+    }
+
+    /// Deletes the key (its value is freed by the server).
+    pub fn delete(&mut self) -> Result<(), StoreError> {
+        let delete = api!(RedisModule_DeleteKey)?;
+        // SAFETY: an open write handle.
+        ok_status(unsafe { delete(self.raw()) }, "deleting the key")
     }
 }
 

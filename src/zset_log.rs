@@ -66,19 +66,25 @@ fn check_kind(key: &Key<'_>) -> Result<(), StoreError> {
 }
 
 impl<'c> ZsetLog<'c> {
+    /// The log in `key`, already opened and found to be a sorted set or
+    /// missing (`None`: a missing key opened read-only).
+    pub fn from_key(ctx: &'c Context, name: &'c Arg, key: Option<Key<'c>>) -> Self {
+        ZsetLog {
+            ctx,
+            name,
+            key,
+            modified: false,
+            added: None,
+            added_more: Vec::new(),
+        }
+    }
+
     /// Opens `name` for a write; a key of another type is refused with the
     /// server's WRONGTYPE error before anything changes.
     pub fn open_write(ctx: &'c Context, name: &'c Arg) -> Result<Self, StoreError> {
         let key = Key::open_write(ctx, name)?;
         check_kind(&key)?;
-        Ok(ZsetLog {
-            ctx,
-            name,
-            key: Some(key),
-            modified: false,
-            added: None,
-            added_more: Vec::new(),
-        })
+        Ok(Self::from_key(ctx, name, Some(key)))
     }
 
     /// Opens `name` for reading only: every write method fails, and a
@@ -88,14 +94,7 @@ impl<'c> ZsetLog<'c> {
         if let Some(key) = &key {
             check_kind(key)?;
         }
-        Ok(ZsetLog {
-            ctx,
-            name,
-            key,
-            modified: false,
-            added: None,
-            added_more: Vec::new(),
-        })
+        Ok(Self::from_key(ctx, name, key))
     }
 
     /// Removes the given members (SLIDEWIN.UNDO); returns how many were

@@ -15,6 +15,7 @@ use redis_module::{raw, Context, RedisString};
 
 pub mod base;
 pub mod command_info;
+pub mod module_type;
 pub mod string;
 
 pub use string::ModuleString;
@@ -223,6 +224,13 @@ impl<'a> Propagate<'a> {
             "replicating",
         )
     }
+}
+
+/// Propagates the running command as it came (`RedisModule_ReplicateVerbatim`).
+pub fn replicate_verbatim(ctx: &Context) -> Result<(), StoreError> {
+    let verbatim = api!(RedisModule_ReplicateVerbatim)?;
+    // SAFETY: the live command context.
+    status(unsafe { verbatim(ctx.ctx) }, "replicating")
 }
 
 /// The server's cached command time in microseconds

@@ -1,0 +1,291 @@
+//! The compact log as a key: the data type `slidewlog` (registered only when
+//! `slidewin.log-type` is `compact`), the [`WindowLog`] over the value a key
+//! holds, and the replication of what a call changed as one effect command,
+//! `SLIDEWIN.APPLY` (see `effect.rs`).
+//!
+//! A call records its changes (the trim's cutoff, members removed, runs
+//! added, the expiry) while it runs; when the log is dropped at the end of
+//! the call they are propagated as one `SLIDEWIN.APPLY` with absolute
+//! times (a single propagated command is not wrapped in MULTI/EXEC), the
+//! keyspace events a sorted-set log would fire are fired, and the key is
+//! signalled as modified. A denial that trimmed nothing propagates nothing.
+//! A log left empty is deleted, as the server deletes an empty sorted set.
+
+use std::ffi::CStr;
+use std::os::raw::c_int;
+
+use redis_module::{raw, Context};
+
+use crate::compact::CompactLog;
+use crate::effect::Effect;
+use crate::ffi::module_type::{ModuleType, TypeValue};
+use crate::ffi::{Arg, ModuleString, Propagate, StoreError};
+use crate::window::{NoFreeMember, WindowLog};
+use crate::zset::Key;
+
+/// The compact log's data type; registered at load only in `compact` mode.
+pub static LOG_TYPE: ModuleType<CompactLog> = ModuleType::new();
+
+/// The effect command, which the AOF rewrite writes too.
+pub const APPLY: &CStr = c"SLIDEWIN.APPLY";
+
+impl TypeValue for CompactLog {
+    const NAME: &'static CStr = c"slidewlog";
+    const ENCODING_VERSION: c_int = 1;
+    const AOF_COMMAND: &'static CStr = APPLY;
+    const AOF_WORD: &'static CStr = c"LOG";
+
+    fn to_bytes(&self) -> Vec<u8> {
+        self.encode()
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
+        CompactLog::decode(bytes).map_err(|e| e.to_string())
+    }
+
+    fn digest(&self, group: &mut dyn FnMut(&[i64])) {
+        for r in self.canonical_runs() {
+            let count = i64::try_from(r.count).unwrap_or(i64::MAX);
+            group(&[r.score, r.first, count]);
+        }
+    }
+
+    fn heap_blocks(&self) -> Vec<*const u8> {
+        self.runs_block().into_iter().collect()
+    }
+
+    fn free_effort(&self) -> usize {
+        // One block whatever the size: freeing is one deallocation.
+        1
+    }
+}
+
+/// The compact log in one key, for one call.
+pub struct CompactStore<'c> {
+    ctx: &'c Context,
+    name: &'c Arg,
+    /// `None` for a missing key opened read-only.
+    key: Option<Key<'c>>,
+    /// What this call changed, propagated when the store drops.
+    effect: Effect,
+    /// Whether the trim removed anything (for the event).
+    trimmed: bool,
+    /// Whether `finish` propagates the effect (SLIDEWIN.APPLY propagates
+    /// itself verbatim instead).
+    replicate: bool,
+}
+
+impl<'c> CompactStore<'c> {
+    /// The log in `key`, already opened and found to hold a compact log or
+    /// to be missing (then the first add creates it).
+    pub fn from_key(ctx: &'c Context, name: &'c Arg, key: Option<Key<'c>>) -> Self {
+        CompactStore {
+            ctx,
+            name,
+            key,
+            effect: Effect::default(),
+            trimmed: false,
+            replicate: true,
+        }
+    }
+
+    /// The log, when the key holds one.
+    fn log(&self) -> Result<Option<&CompactLog>, StoreError> {
+        match &self.key {
+            Some(key) => key.value(&LOG_TYPE),
+            None => Ok(None),
+        }
+    }
+
+    /// The log for a change, created in the key when it is missing.
+    fn log_mut(&mut self) -> Result<&mut CompactLog, StoreError> {
+        let key = self
+            .key
+            .as_mut()
+            .ok_or(StoreError::Failed("writing a read-only key"))?;
+        if !key.holds(&LOG_TYPE)? {
+            key.set_value(&LOG_TYPE, CompactLog::new())?;
+        }
+        key.value_mut(&LOG_TYPE)?
+            .ok_or(StoreError::Failed("reading the compact log"))
+    }
+
+    /// Runs a query on the log (an empty one when the key is missing).
+    fn query<R>(
+        &mut self,
+        f: impl FnOnce(&mut CompactLog) -> Result<R, NoFreeMember>,
+    ) -> Result<R, StoreError> {
+        let log = match self.key.as_mut() {
+            Some(key) => key.value_mut(&LOG_TYPE)?,
+            None => None,
+        };
+        Ok(match log {
+            Some(log) => f(log)?,
+            None => f(&mut CompactLog::new())?,
+        })
+    }
+
+    /// Removes the given members (SLIDEWIN.UNDO); returns how many were
+    /// there. Members that are not member ids cannot be in a compact log.
+    pub fn remove_members(&mut self, members: &[Arg]) -> Result<u64, StoreError> {
+        if self.log()?.is_none() {
+            return Ok(0);
+        }
+        let mut removed = 0u64;
+        for m in members {
+            let Some(id) = crate::args::parse_i64(m.as_slice()).filter(|&id| id >= 0) else {
+                continue;
+            };
+            if self.log_mut()?.remove(id) {
+                self.effect.remove.push(id);
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Propagates the call's effect, fires its events, signals the key and
+    /// deletes a log left empty.
+    fn finish(&mut self) -> Result<(), StoreError> {
+        if self.effect.is_empty() {
+            return Ok(());
+        }
+        let effect = std::mem::take(&mut self.effect);
+        let emptied = self.log()?.is_some_and(|l| l.count_entries() == 0);
+        if emptied {
+            if let Some(key) = self.key.as_mut() {
+                key.delete()?;
+            }
+        }
+        if self.replicate {
+            let args = effect.to_args();
+            let strings = args
+                .iter()
+                .map(|a| ModuleString::from_bytes(self.ctx, a))
+                .collect::<Result<Vec<_>, _>>()?;
+            Propagate::new(self.ctx, APPLY)
+                .key(self.name)
+                .strings(strings.iter())
+                .send()?;
+        }
+        if self.trimmed {
+            self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore");
+        }
+        if !effect.remove.is_empty() {
+            self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zrem");
+        }
+        if !effect.add.is_empty() {
+            self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zadd");
+        }
+        if emptied {
+            self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
+        } else if effect.expire_at.is_some() {
+            self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire");
+        }
+        crate::ffi::signal_modified(self.ctx, self.name);
+        Ok(())
+    }
+
+    fn notify(&self, class: c_int, event: &CStr) {
+        crate::ffi::notify(self.ctx, class, event, self.name);
+    }
+}
+
+impl Drop for CompactStore<'_> {
+    fn drop(&mut self) {
+        // What changed is data on this node: replicate it even when the
+        // call failed after changing it. Nothing is left to report to.
+        let _ = self.finish();
+    }
+}
+
+impl WindowLog for CompactStore<'_> {
+    type Error = StoreError;
+
+    fn trim(&mut self, cutoff_ms: i64) -> Result<u64, StoreError> {
+        if self.log()?.is_none() {
+            return Ok(0);
+        }
+        let removed = self.log_mut()?.trim(cutoff_ms)?;
+        if removed > 0 {
+            self.trimmed = true;
+            let c = self.effect.trim.map_or(cutoff_ms, |t| t.max(cutoff_ms));
+            self.effect.trim = Some(c);
+        }
+        Ok(removed)
+    }
+
+    fn count(&self) -> Result<u64, StoreError> {
+        Ok(self.log()?.map_or(0, |l| l.count_entries()))
+    }
+
+    fn count_above(&mut self, cutoff_ms: i64) -> Result<u64, StoreError> {
+        self.query(|l| l.count_above(cutoff_ms))
+    }
+
+    fn nth_above(&mut self, cutoff_ms: i64, k: u64, n: u64) -> Result<Option<f64>, StoreError> {
+        self.query(|l| l.nth_above(cutoff_ms, k, n))
+    }
+
+    fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, StoreError> {
+        self.query(|l| l.newest_above(min_ms))
+    }
+
+    fn newest_entry(&mut self) -> Result<Option<(f64, Option<i64>)>, StoreError> {
+        self.query(|l| l.newest_entry())
+    }
+
+    fn has_member(&mut self, id: i64) -> Result<bool, StoreError> {
+        self.query(|l| l.has_member(id))
+    }
+
+    fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, StoreError> {
+        let added = self.log_mut()?.add(now_ms, id)?;
+        if added {
+            self.effect.record_add(now_ms, id);
+        }
+        Ok(added)
+    }
+
+    fn expire_at(&mut self, at_ms: i64) -> Result<(), StoreError> {
+        self.log_mut()?.set_expiry(at_ms);
+        self.key
+            .as_mut()
+            .ok_or(StoreError::Failed("writing a read-only key"))?
+            .set_abs_expire(at_ms)?;
+        self.effect.expire_at = Some(at_ms);
+        Ok(())
+    }
+}
+
+/// Applies `SLIDEWIN.APPLY`'s effect to `key` (missing, or holding a
+/// compact log: the caller checked): checked first, so a refused effect
+/// changes nothing; then the key's events fire as for the call that made
+/// it. The caller propagates the command as it came.
+pub fn apply(ctx: &Context, name: &Arg, key: Key<'_>, effect: &Effect) -> Result<(), String> {
+    let text = |e: StoreError| e.to_string();
+    let mut store = CompactStore::from_key(ctx, name, Some(key));
+    let Some(key) = store.key.as_mut() else {
+        return Ok(());
+    };
+    match key.value_mut(&LOG_TYPE).map_err(text)? {
+        Some(log) => effect.apply(log)?,
+        None => {
+            let mut log = CompactLog::new();
+            effect.apply(&mut log)?;
+            if log.count_entries() == 0 {
+                return Ok(());
+            }
+            key.set_value(&LOG_TYPE, log).map_err(text)?;
+        }
+    }
+    if let Some(at) = effect.expire_at {
+        if key.holds(&LOG_TYPE).map_err(text)? {
+            key.set_abs_expire(at).map_err(text)?;
+        }
+    }
+    store.trimmed = effect.trim.is_some();
+    store.effect = effect.clone();
+    store.replicate = false;
+    Ok(())
+}

@@ -1,0 +1,396 @@
+//! The effect of a call on a compact log, as `SLIDEWIN.APPLY` carries it
+//! (pure): what replication, the AOF and a client send instead of the
+//! deciding command, with absolute times only, so that whoever applies it
+//! reproduces the master's log without deciding anything.
+//!
+//! ```text
+//! SLIDEWIN.APPLY key [LOG payload] [TRIM cutoff_ms] [REMOVE member]...
+//!                    [ADD score_ms first_member count]... [PXAT unix_ms]
+//! ```
+//!
+//! Applied in this order whatever the order of the arguments: LOG replaces
+//! the whole log by a decoded payload (the AOF rewrite's form); TRIM removes
+//! every entry scored at or below `cutoff_ms`; each REMOVE removes one member
+//! (SLIDEWIN.UNDO); each ADD adds `count` entries scored `score_ms` under
+//! the members `first_member .. first_member + count`; PXAT sets the key's
+//! expiry. Everything is checked before anything changes: a member to remove
+//! must be in the log after the trim, a member to add must not be, and a
+//! bad argument names itself.
+
+use crate::args::{parse_i64, printable};
+use crate::compact::{CompactLog, Run, MAX_ENTRIES};
+
+/// One effect, parsed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Effect {
+    pub log: Option<CompactLog>,
+    pub trim: Option<i64>,
+    pub remove: Vec<i64>,
+    pub add: Vec<Run>,
+    pub expire_at: Option<i64>,
+}
+
+fn integer(what: &str, bytes: Option<&&[u8]>, min: i64) -> Result<i64, String> {
+    let Some(bytes) = bytes else {
+        return Err(format!("ERR {what} needs a value"));
+    };
+    parse_i64(bytes).filter(|&v| v >= min).ok_or_else(|| {
+        format!(
+            "ERR {what} must be an integer between {min} and {}, got '{}'",
+            i64::MAX,
+            printable(bytes)
+        )
+    })
+}
+
+impl Effect {
+    /// Whether applying it would change nothing.
+    pub fn is_empty(&self) -> bool {
+        self.log.is_none()
+            && self.trim.is_none()
+            && self.remove.is_empty()
+            && self.add.is_empty()
+            && self.expire_at.is_none()
+    }
+
+    /// Parses the arguments after the key.
+    pub fn parse(args: &[&[u8]]) -> Result<Effect, String> {
+        let mut e = Effect::default();
+        let mut at = 0usize;
+        while let Some(word) = args.get(at) {
+            let upper = word.to_ascii_uppercase();
+            let rest = args.get(at + 1..).unwrap_or(&[]);
+            let used = match upper.as_slice() {
+                b"LOG" => {
+                    let payload = rest.first().ok_or("ERR LOG needs a payload")?;
+                    if e.log.is_some() {
+                        return Err("ERR option LOG given more than once".into());
+                    }
+                    let log = CompactLog::decode(payload)
+                        .map_err(|why| format!("ERR LOG payload is not a compact log: {why}"))?;
+                    e.log = Some(log);
+                    2
+                }
+                b"TRIM" => {
+                    if e.trim.is_some() {
+                        return Err("ERR option TRIM given more than once".into());
+                    }
+                    e.trim = Some(integer("TRIM cutoff_ms", rest.first(), i64::MIN)?);
+                    2
+                }
+                b"REMOVE" => {
+                    e.remove.push(integer("REMOVE member", rest.first(), 0)?);
+                    2
+                }
+                b"ADD" => {
+                    let score = integer("ADD score_ms", rest.first(), i64::MIN)?;
+                    let first = integer("ADD first_member", rest.get(1), 0)?;
+                    let count = integer("ADD count", rest.get(2), 1)?;
+                    // `first + count - 1` must be a member id too.
+                    if first.checked_add(count - 1).is_none() {
+                        return Err(format!(
+                            "ERR ADD count {count} from member {first} passes {}",
+                            i64::MAX
+                        ));
+                    }
+                    e.add.push(Run {
+                        score,
+                        first,
+                        count: count as u64,
+                    });
+                    4
+                }
+                b"PXAT" => {
+                    if e.expire_at.is_some() {
+                        return Err("ERR option PXAT given more than once".into());
+                    }
+                    e.expire_at = Some(integer("PXAT unix_ms", rest.first(), 0)?);
+                    2
+                }
+                _ => {
+                    return Err(format!(
+                        "ERR unknown option '{}' (known: LOG, TRIM, REMOVE, ADD, PXAT)",
+                        printable(word)
+                    ))
+                }
+            };
+            at += used;
+        }
+        Ok(e)
+    }
+
+    /// Checks the effect against `log` (the key's log, empty when the key
+    /// is missing) and applies it; on an error `log` is unchanged.
+    pub fn apply(&self, log: &mut CompactLog) -> Result<(), String> {
+        let base: &CompactLog = self.log.as_ref().unwrap_or(log);
+        let cutoff = self.trim.unwrap_or(i64::MIN);
+        let mut removing: Vec<i64> = self.remove.clone();
+        removing.sort_unstable();
+        if let Some(w) = removing.windows(2).find(|w| w[0] == w[1]) {
+            return Err(format!("ERR REMOVE member {} given twice", w[0]));
+        }
+        for &id in &self.remove {
+            if !base.holds_above(id, cutoff) {
+                return Err(format!("ERR REMOVE member {id} is not in the log"));
+            }
+        }
+        let mut adding: Vec<(i64, i64)> = Vec::with_capacity(self.add.len());
+        let mut total = base.count_entries();
+        for run in &self.add {
+            // Checked by `parse`: `first + count - 1` fits.
+            let last = run.last();
+            if base.overlaps_above(run.first, last, cutoff) {
+                return Err(format!(
+                    "ERR ADD members {} to {last} are already in the log",
+                    run.first
+                ));
+            }
+            if adding.iter().any(|&(f, l)| f <= last && run.first <= l) {
+                return Err(format!(
+                    "ERR ADD members {} to {last} given twice",
+                    run.first
+                ));
+            }
+            adding.push((run.first, last));
+            total = total.saturating_add(run.count);
+        }
+        if total > MAX_ENTRIES {
+            return Err(format!(
+                "ERR ADD would make the log hold more than {MAX_ENTRIES} entries"
+            ));
+        }
+        // Checked: from here nothing fails.
+        if let Some(l) = &self.log {
+            *log = l.clone();
+        }
+        if let Some(c) = self.trim {
+            use crate::window::WindowLog;
+            let _ = log.trim(c);
+        }
+        for &id in &self.remove {
+            log.remove(id);
+        }
+        for &run in &self.add {
+            log.add_run(run);
+        }
+        if let Some(at) = self.expire_at {
+            log.set_expiry(at);
+        }
+        Ok(())
+    }
+
+    /// The arguments after the key, as `SLIDEWIN.APPLY` takes them.
+    pub fn to_args(&self) -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        let mut push = |word: &str, values: &[i64]| {
+            out.push(word.as_bytes().to_vec());
+            for v in values {
+                out.push(v.to_string().into_bytes());
+            }
+        };
+        if let Some(c) = self.trim {
+            push("TRIM", &[c]);
+        }
+        for &id in &self.remove {
+            push("REMOVE", &[id]);
+        }
+        for r in &self.add {
+            let count = i64::try_from(r.count).unwrap_or(i64::MAX);
+            push("ADD", &[r.score, r.first, count]);
+        }
+        if let Some(at) = self.expire_at {
+            push("PXAT", &[at]);
+        }
+        if let Some(l) = &self.log {
+            out.push(b"LOG".to_vec());
+            out.push(l.encode());
+        }
+        out
+    }
+
+    /// Records that `count` entries were added at `score` from `first` on
+    /// (joining the previous add when it continues it).
+    pub fn record_add(&mut self, score: i64, first: i64) {
+        if let Some(prev) = self.add.last_mut() {
+            if prev.score == score && prev.last().checked_add(1) == Some(first) {
+                prev.count = prev.count.saturating_add(1);
+                return;
+            }
+        }
+        self.add.push(Run {
+            score,
+            first,
+            count: 1,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::WindowLog;
+
+    fn parse(args: &[&str]) -> Result<Effect, String> {
+        let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        Effect::parse(&bytes)
+    }
+
+    fn log_of(entries: &[(i64, i64)]) -> CompactLog {
+        let mut log = CompactLog::new();
+        for &(score, id) in entries {
+            assert!(log.add(score, id).unwrap());
+        }
+        log
+    }
+
+    #[test]
+    fn applies_in_a_fixed_order_and_round_trips() {
+        let mut log = log_of(&[(10, 1), (20, 2), (30, 3)]);
+        let e = parse(&[
+            "pxat", "1000", "ADD", "40", "4", "3", "REMOVE", "3", "TRIM", "10",
+        ])
+        .unwrap();
+        e.apply(&mut log).unwrap();
+        let entries: Vec<(i64, i64)> = log.entries().collect();
+        assert_eq!(entries, [(20, 2), (40, 4), (40, 5), (40, 6)]);
+        assert_eq!(log.expire_at_ms(), Some(1000));
+        let args = e.to_args();
+        let again: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+        assert_eq!(Effect::parse(&again).unwrap(), e);
+    }
+
+    #[test]
+    fn a_log_payload_replaces_the_log() {
+        let source = log_of(&[(5, 1), (5, 2), (9, 7)]);
+        let payload = source.encode();
+        let e = Effect {
+            log: Some(source.clone()),
+            ..Effect::default()
+        };
+        let mut target = log_of(&[(1, 1)]);
+        e.apply(&mut target).unwrap();
+        assert_eq!(target, source);
+        let bytes: Vec<&[u8]> = vec![b"LOG", &payload];
+        assert_eq!(Effect::parse(&bytes).unwrap(), e);
+    }
+
+    #[test]
+    fn refusals_name_the_argument_and_change_nothing() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["TRIM"], "ERR TRIM cutoff_ms needs a value"),
+            (&["TRIM", "x"], "ERR TRIM cutoff_ms must be an integer"),
+            (
+                &["TRIM", "1", "TRIM", "2"],
+                "ERR option TRIM given more than once",
+            ),
+            (
+                &["REMOVE", "-1"],
+                "ERR REMOVE member must be an integer between 0 and",
+            ),
+            (&["ADD", "5", "1"], "ERR ADD count needs a value"),
+            (
+                &["ADD", "5", "1", "0"],
+                "ERR ADD count must be an integer between 1 and",
+            ),
+            (
+                &["ADD", "5", "-3", "1"],
+                "ERR ADD first_member must be an integer between 0",
+            ),
+            (
+                &["ADD", "5", "9223372036854775807", "2"],
+                "ERR ADD count 2 from member 9223372036854775807 passes",
+            ),
+            (
+                &["PXAT", "-5"],
+                "ERR PXAT unix_ms must be an integer between 0 and",
+            ),
+            (
+                &["PXAT", "1", "PXAT", "1"],
+                "ERR option PXAT given more than once",
+            ),
+            (&["LOG"], "ERR LOG needs a payload"),
+            (
+                &["LOG", "\u{2}"],
+                "ERR LOG payload is not a compact log: unknown encoding version 2",
+            ),
+            (
+                &["ZADD", "1"],
+                "ERR unknown option 'ZADD' (known: LOG, TRIM, REMOVE, ADD, PXAT)",
+            ),
+        ];
+        for (args, expected) in cases {
+            let err = parse(args).expect_err("must be refused");
+            assert!(err.starts_with(expected), "{args:?}: {err}");
+        }
+        let before = log_of(&[(10, 1), (20, 2)]);
+        let refused: &[(&[&str], &str)] = &[
+            (&["REMOVE", "3"], "ERR REMOVE member 3 is not in the log"),
+            (
+                &["TRIM", "10", "REMOVE", "1"],
+                "ERR REMOVE member 1 is not in the log",
+            ),
+            (
+                &["REMOVE", "2", "REMOVE", "2"],
+                "ERR REMOVE member 2 given twice",
+            ),
+            (
+                &["ADD", "30", "2", "1"],
+                "ERR ADD members 2 to 2 are already in the log",
+            ),
+            (
+                &["ADD", "30", "0", "5", "PXAT", "9"],
+                "ERR ADD members 0 to 4 are already",
+            ),
+            (
+                &["ADD", "30", "5", "2", "ADD", "31", "6", "1"],
+                "ERR ADD members 6 to 6 given twice",
+            ),
+        ];
+        for (args, expected) in refused {
+            let mut log = before.clone();
+            let err = parse(args)
+                .unwrap()
+                .apply(&mut log)
+                .expect_err("must be refused");
+            assert!(err.starts_with(expected), "{args:?}: {err}");
+            assert_eq!(log, before, "{args:?} changed the log");
+        }
+        // A member the trim frees may be added again.
+        let mut log = before.clone();
+        parse(&["TRIM", "10", "ADD", "30", "1", "1"])
+            .unwrap()
+            .apply(&mut log)
+            .unwrap();
+        assert_eq!(log.entries().collect::<Vec<_>>(), [(20, 2), (30, 1)]);
+    }
+
+    #[test]
+    fn recorded_adds_join_into_runs() {
+        let mut e = Effect::default();
+        for id in 4..8 {
+            e.record_add(50, id);
+        }
+        e.record_add(50, 100);
+        e.record_add(51, 101);
+        assert_eq!(
+            e.add,
+            [
+                Run {
+                    score: 50,
+                    first: 4,
+                    count: 4
+                },
+                Run {
+                    score: 50,
+                    first: 100,
+                    count: 1
+                },
+                Run {
+                    score: 51,
+                    first: 101,
+                    count: 1
+                },
+            ]
+        );
+    }
+}

@@ -1,0 +1,110 @@
+//! The log in a key, whichever store holds it: a sorted set ([`ZsetLog`])
+//! or, with `slidewin.log-type compact`, the compact log
+//! ([`CompactStore`]). A missing key becomes what `slidewin.log-type` says;
+//! an existing sorted set stays one (the seed script's keys, keys made
+//! before the switch) until it expires; any other type is WRONGTYPE before
+//! anything changes.
+
+use redis_module::Context;
+
+use crate::compact_store::{CompactStore, LOG_TYPE};
+use crate::config::{self, LogType};
+use crate::ffi::{Arg, StoreError};
+use crate::window::WindowLog;
+use crate::zset::{Key, KeyKind};
+use crate::zset_log::ZsetLog;
+
+pub enum KeyLog<'c> {
+    Zset(ZsetLog<'c>),
+    Compact(CompactStore<'c>),
+}
+
+/// Which store a key opened as `key` is (`None`: missing, read-only).
+fn store_of(key: Option<&Key<'_>>) -> Result<Option<LogType>, StoreError> {
+    let Some(key) = key else {
+        return Ok(None);
+    };
+    match key.kind()? {
+        KeyKind::Zset => Ok(Some(LogType::Zset)),
+        KeyKind::Empty => Ok(Some(config::log_type())),
+        KeyKind::Other if key.holds(&LOG_TYPE)? => Ok(Some(LogType::Compact)),
+        KeyKind::Other => Err(StoreError::WrongType),
+    }
+}
+
+impl<'c> KeyLog<'c> {
+    fn of(ctx: &'c Context, name: &'c Arg, key: Option<Key<'c>>) -> Result<Self, StoreError> {
+        Ok(match store_of(key.as_ref())? {
+            Some(LogType::Compact) => KeyLog::Compact(CompactStore::from_key(ctx, name, key)),
+            Some(LogType::Zset) | None => KeyLog::Zset(ZsetLog::from_key(ctx, name, key)),
+        })
+    }
+
+    /// Opens `name` for a write.
+    pub fn open_write(ctx: &'c Context, name: &'c Arg) -> Result<Self, StoreError> {
+        Self::of(ctx, name, Some(Key::open_write(ctx, name)?))
+    }
+
+    /// Opens `name` for reading only; a missing key reads as an empty log.
+    pub fn open_read(ctx: &'c Context, name: &'c Arg) -> Result<Self, StoreError> {
+        Self::of(ctx, name, Key::open_read(ctx, name)?)
+    }
+
+    /// SLIDEWIN.UNDO: removes the given members; returns how many were there.
+    pub fn remove_members(&mut self, members: &[Arg]) -> Result<u64, StoreError> {
+        match self {
+            KeyLog::Zset(l) => l.remove_members(members),
+            KeyLog::Compact(l) => l.remove_members(members),
+        }
+    }
+}
+
+/// Forwards each call to the store the key holds.
+macro_rules! forward {
+    ($self:ident, $l:ident => $call:expr) => {
+        match $self {
+            KeyLog::Zset($l) => $call,
+            KeyLog::Compact($l) => $call,
+        }
+    };
+}
+
+impl WindowLog for KeyLog<'_> {
+    type Error = StoreError;
+
+    fn trim(&mut self, cutoff_ms: i64) -> Result<u64, StoreError> {
+        forward!(self, l => l.trim(cutoff_ms))
+    }
+
+    fn count(&self) -> Result<u64, StoreError> {
+        forward!(self, l => l.count())
+    }
+
+    fn count_above(&mut self, cutoff_ms: i64) -> Result<u64, StoreError> {
+        forward!(self, l => l.count_above(cutoff_ms))
+    }
+
+    fn nth_above(&mut self, cutoff_ms: i64, k: u64, n: u64) -> Result<Option<f64>, StoreError> {
+        forward!(self, l => l.nth_above(cutoff_ms, k, n))
+    }
+
+    fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, StoreError> {
+        forward!(self, l => l.newest_above(min_ms))
+    }
+
+    fn newest_entry(&mut self) -> Result<Option<(f64, Option<i64>)>, StoreError> {
+        forward!(self, l => l.newest_entry())
+    }
+
+    fn has_member(&mut self, id: i64) -> Result<bool, StoreError> {
+        forward!(self, l => l.has_member(id))
+    }
+
+    fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, StoreError> {
+        forward!(self, l => l.add(now_ms, id))
+    }
+
+    fn expire_at(&mut self, at_ms: i64) -> Result<(), StoreError> {
+        forward!(self, l => l.expire_at(at_ms))
+    }
+}
