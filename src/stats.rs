@@ -77,8 +77,8 @@ pub fn capabilities() -> [(&'static CStr, u64); 3] {
     ]
 }
 
-/// The INFO sections: `slidewin_stats`, `slidewin_capabilities` and
-/// `slidewin_top`.
+/// The INFO sections: `slidewin_stats`, `slidewin_capabilities`,
+/// `slidewin_config` (`log_type`) and `slidewin_top`.
 fn write_info(info: &mut InfoWriter) {
     info.section(c"stats");
     for (name, value) in snapshot() {
@@ -88,6 +88,14 @@ fn write_info(info: &mut InfoWriter) {
     for (name, value) in capabilities() {
         info.field(name, value);
     }
+    info.section(c"config");
+    info.text_field(
+        c"log_type",
+        match crate::config::log_type() {
+            crate::config::LogType::Zset => c"zset",
+            crate::config::LogType::Compact => c"compact",
+        },
+    );
     let (capacity, period_ms, keys, bytes) = crate::hitters::info();
     info.section(c"top");
     info.field(c"top_capacity", capacity);

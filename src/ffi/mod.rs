@@ -365,6 +365,16 @@ impl InfoWriter {
     }
 }
 
+impl InfoWriter {
+    /// Adds the field `<module>_<name>:<text>` to the current section.
+    pub fn text_field(&mut self, name: &CStr, text: &CStr) {
+        if let Ok(field) = api!(RedisModule_InfoAddFieldCString) {
+            // SAFETY: as in `section`; `text` is NUL-terminated and copied.
+            unsafe { field(self.ctx, name.as_ptr(), text.as_ptr()) };
+        }
+    }
+}
+
 static INFO_SECTIONS: std::sync::OnceLock<fn(&mut InfoWriter)> = std::sync::OnceLock::new();
 
 extern "C" fn info_callback(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {

@@ -1,0 +1,832 @@
+//! The compact log (`slidewin.log-type compact`) against real servers: the
+//! same decisions as the sorted-set log, the data type's paths (replication
+//! by effects, RDB, AOF rewrite, DUMP/RESTORE, COPY, RENAME, MOVE), the
+//! effect command's checks, hostile RESTORE payloads, and the default mode
+//! left exactly as it was.
+
+mod support;
+
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use redis::Value;
+use support::*;
+
+on_every_server! {
+    decides_as_the_sorted_set_log_does => same_decisions;
+    keys_are_of_the_module_type_and_other_commands_get_wrongtype => module_type;
+    existing_sorted_sets_stay_sorted_sets => existing_zsets;
+    a_replica_with_the_module_holds_the_same_logs => replica_matches;
+    rdb_aof_and_dump_carry_the_log => persistence;
+    copy_rename_move_and_swapdb_carry_the_log => key_moves;
+    apply_checks_every_argument_and_changes_nothing_on_error => apply_checks;
+    hostile_restore_payloads_are_refused => hostile_restore;
+    the_setting_is_fixed_at_load_and_the_default_mode_is_unchanged => setting;
+}
+
+fn compact(flavor: Flavor) -> Options {
+    Options::new(flavor).module_args(&["log-type", "compact"])
+}
+
+fn cmd(c: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
+    let mut command = redis::cmd(args[0]);
+    for a in &args[1..] {
+        command.arg(*a);
+    }
+    command.query(c)
+}
+
+fn text(c: &mut Connection, args: &[&str]) -> String {
+    match cmd(c, args) {
+        Ok(v) => format!("{v:?}"),
+        Err(e) => error_text(&e),
+    }
+}
+
+fn key_type(c: &mut Connection, key: &str) -> String {
+    redis::cmd("TYPE").arg(key).query(c).expect("TYPE")
+}
+
+fn digest_value(c: &mut Connection, key: &str) -> String {
+    let v: Vec<String> = redis::cmd("DEBUG")
+        .arg("DIGEST-VALUE")
+        .arg(key)
+        .query(c)
+        .expect("DEBUG DIGEST-VALUE");
+    v.join(",")
+}
+
+fn pexpiretime(c: &mut Connection, key: &str) -> i64 {
+    redis::cmd("PEXPIRETIME")
+        .arg(key)
+        .query(c)
+        .expect("PEXPIRETIME")
+}
+
+/// Replaces the two time-dependent fields of five-field replies (retry and
+/// reset after) by their sign, so replies of two servers a few ms apart
+/// compare.
+fn shape(v: Value) -> Value {
+    match v {
+        Value::Array(items)
+            if items.len() >= 5 && items.iter().take(5).all(|i| matches!(i, Value::Int(_))) =>
+        {
+            Value::Array(
+                items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, x)| match (i, x) {
+                        (3 | 4, Value::Int(n)) => Value::Int(n.signum()),
+                        (_, x) => shape(x),
+                    })
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(shape).collect()),
+        v => v,
+    }
+}
+
+/// [`shape`], and MCHECK's own retry (its second field) by its sign.
+fn shape_reply(v: Value, mcheck: bool) -> Value {
+    match shape(v) {
+        Value::Array(mut items) if mcheck => {
+            if let Some(Value::Int(n)) = items.get_mut(1) {
+                *n = n.signum();
+            }
+            Value::Array(items)
+        }
+        v => v,
+    }
+}
+
+/// One random call of the command surface; long windows, so that two
+/// servers judged a few milliseconds apart decide alike.
+fn random_call(rng: &mut StdRng, given: &mut Vec<(String, String, String)>) -> Vec<String> {
+    let keys = ["a", "b", "c"];
+    let key = keys[rng.random_range(0..keys.len())].to_string();
+    let limit = rng.random_range(1..8).to_string();
+    let window = ["60000", "600000"][rng.random_range(0..2)].to_string();
+    let cost = rng.random_range(1..4).to_string();
+    match rng.random_range(0..10) {
+        0..=4 => {
+            let mut args = vec!["SLIDEWIN.CHECK".into(), key, limit, window];
+            if rng.random_bool(0.4) {
+                args.extend(["COST".into(), cost]);
+            }
+            args.extend(["DETAIL".into(), "WITHMEMBERS".into()]);
+            args
+        }
+        5 => vec![
+            "SLIDEWIN.PEEK".into(),
+            key,
+            limit,
+            window,
+            "COST".into(),
+            cost,
+        ],
+        6 | 7 => {
+            let other = keys[rng.random_range(0..keys.len())].to_string();
+            vec![
+                "SLIDEWIN.MCHECK".into(),
+                "2".into(),
+                key,
+                limit,
+                window.clone(),
+                other,
+                rng.random_range(1..8).to_string(),
+                window,
+                "COST".into(),
+                cost,
+                "DETAIL".into(),
+                "WITHMEMBERS".into(),
+            ]
+        }
+        _ => match given.is_empty() {
+            true => vec!["SLIDEWIN.PEEK".into(), key, limit, window],
+            false => {
+                // The member each server gave, filled in per server.
+                let (k, mz, mc) = given.swap_remove(rng.random_range(0..given.len()));
+                vec!["SLIDEWIN.UNDO".into(), k, mz, mc]
+            }
+        },
+    }
+}
+
+/// The members a reply gave (its last field with WITHMEMBERS), or none.
+fn members_of(reply: &Value) -> Vec<String> {
+    let Value::Array(items) = reply else {
+        return Vec::new();
+    };
+    let Some(Value::Array(ms)) = items.last() else {
+        return Vec::new();
+    };
+    ms.iter()
+        .filter_map(|m| match m {
+            Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A reply with its member list (if any) replaced by its length: which ids
+/// a call gets depends on which calls fell in one millisecond (equal scores
+/// order members as bytes), which differs between two servers.
+fn without_members(reply: Value) -> Value {
+    match reply {
+        Value::Array(mut items) if matches!(items.last(), Some(Value::Array(_))) => {
+            if let Some(Value::Array(ms)) = items.pop() {
+                items.push(Value::Int(ms.len() as i64));
+            }
+            Value::Array(items)
+        }
+        v => v,
+    }
+}
+
+fn same_decisions(flavor: Flavor) {
+    let zset = Options::new(flavor).start();
+    let comp = compact(flavor).start();
+    let (mut z, mut c) = (zset.conn(), comp.conn());
+    let mut rng = StdRng::seed_from_u64(20);
+    let mut given = Vec::new();
+    let mut outcomes = [0, 0];
+    for i in 0..600 {
+        let args = random_call(&mut rng, &mut given);
+        let (az, ac): (Vec<&str>, Vec<&str>) = if args[0] == "SLIDEWIN.UNDO" {
+            (
+                vec![&args[0], &args[1], &args[2]],
+                vec![&args[0], &args[1], &args[3]],
+            )
+        } else {
+            let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+            (a.clone(), a)
+        };
+        let mcheck = args[0] == "SLIDEWIN.MCHECK";
+        let (rz, rc) = (cmd(&mut z, &az), cmd(&mut c, &ac));
+        let (mz, mc) = (
+            rz.as_ref().map(members_of).unwrap_or_default(),
+            rc.as_ref().map(members_of).unwrap_or_default(),
+        );
+        let (rz, rc) = (
+            rz.map(|v| shape_reply(without_members(v), mcheck))
+                .map_err(|e| error_text(&e)),
+            rc.map(|v| shape_reply(without_members(v), mcheck))
+                .map_err(|e| error_text(&e)),
+        );
+        assert_eq!(rz, rc, "call {i}: {args:?}");
+        if let Ok(Value::Array(items)) = &rz {
+            match items.first() {
+                Some(Value::Int(1)) => outcomes[0] += 1,
+                Some(Value::Int(0)) => outcomes[1] += 1,
+                _ => {}
+            }
+        }
+        let keys: Vec<&String> = if mcheck {
+            vec![&args[2], &args[5]]
+        } else {
+            vec![&args[1]]
+        };
+        for (m1, m2) in mz.iter().zip(&mc) {
+            for k in &keys {
+                given.push(((*k).clone(), m1.clone(), m2.clone()));
+            }
+        }
+    }
+    assert!(
+        outcomes[0] > 50 && outcomes[1] > 50,
+        "both outcomes: {outcomes:?}"
+    );
+    for k in ["a", "b", "c"] {
+        if exists(&mut z, k) {
+            assert_eq!(key_type(&mut c, k), "slidewlog", "{k}");
+            let (tz, tc) = (pexpiretime(&mut z, k), pexpiretime(&mut c, k));
+            assert!((tz - tc).abs() < 2_000, "{k}: expiry {tz} vs {tc}");
+        } else {
+            assert!(!exists(&mut c, k), "{k}");
+        }
+    }
+}
+
+fn module_type(flavor: Flavor) {
+    let server = compact(flavor).start();
+    let mut c = server.conn();
+    assert_eq!(check(&mut c, "k", 3, 60_000), 1);
+    assert_eq!(key_type(&mut c, "k"), "slidewlog");
+    for args in [
+        &["ZCARD", "k"][..],
+        &["ZADD", "k", "1", "x"],
+        &["GET", "k"],
+        &["ZRANGE", "k", "0", "-1"],
+    ] {
+        assert_eq!(
+            text(&mut c, args),
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+            "{args:?}"
+        );
+    }
+    // The module's commands refuse other types as before.
+    let _: () = redis::cmd("SET").arg("s").arg("v").query(&mut c).unwrap();
+    assert!(text(&mut c, &["SLIDEWIN.CHECK", "s", "3", "1000"]).starts_with("WRONGTYPE"));
+    assert!(text(&mut c, &["SLIDEWIN.APPLY", "s", "TRIM", "1"]).starts_with("WRONGTYPE"));
+    // MEMORY USAGE counts the log: more entries, more memory.
+    let small: i64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg("k")
+        .query(&mut c)
+        .unwrap();
+    for _ in 0..2000 {
+        let _: i64 = redis::cmd("SLIDEWIN.CHECK")
+            .arg("big")
+            .arg(100_000)
+            .arg(3_600_000)
+            .query(&mut c)
+            .unwrap();
+    }
+    let big: i64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg("big")
+        .query(&mut c)
+        .unwrap();
+    assert!(small > 0 && big > small, "MEMORY USAGE {small} then {big}");
+    // Events: the same names as the sorted-set log fires.
+    let mut events = KeyEvents::subscribe(&server);
+    assert_eq!(check(&mut c, "ev", 1, 60_000), 1);
+    assert_eq!(check(&mut c, "ev", 1, 60_000), 0);
+    let seen: Vec<String> = events
+        .drain(&mut c)
+        .into_iter()
+        .filter(|(_, k)| k == "ev")
+        .map(|(e, _)| e.rsplit(':').next().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(seen, ["zadd", "expire", "slidewin.denied"], "events");
+}
+
+fn existing_zsets(flavor: Flavor) {
+    let server = compact(flavor).start();
+    let mut c = server.conn();
+    let now = server_ms(&mut c);
+    // A key of the seed script, made before the switch.
+    let _: i64 = redis::cmd("ZADD")
+        .arg("sms:limit:old")
+        .arg(now)
+        .arg(format!("{now}-0f6c"))
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(check(&mut c, "sms:limit:old", 2, 60_000), 1);
+    assert_eq!(check(&mut c, "sms:limit:old", 2, 60_000), 0);
+    assert_eq!(key_type(&mut c, "sms:limit:old"), "zset");
+    assert_eq!(zcard(&mut c, "sms:limit:old"), 2);
+    // MCHECK over both kinds at once: all or nothing on each.
+    assert_eq!(check(&mut c, "new", 5, 60_000), 1);
+    let r = text(
+        &mut c,
+        &[
+            "SLIDEWIN.MCHECK",
+            "2",
+            "new",
+            "5",
+            "60000",
+            "sms:limit:old",
+            "3",
+            "60000",
+        ],
+    );
+    assert_eq!(r, "int(1)");
+    let r = text(
+        &mut c,
+        &[
+            "SLIDEWIN.MCHECK",
+            "2",
+            "new",
+            "5",
+            "60000",
+            "sms:limit:old",
+            "3",
+            "60000",
+        ],
+    );
+    assert_eq!(r, "int(0)");
+    assert_eq!(zcard(&mut c, "sms:limit:old"), 3);
+    let peek = detail(&mut c, "SLIDEWIN.PEEK", &["new", "5", "60000"]);
+    assert_eq!(&peek[..3], [1, 5, 3], "new holds 2 entries");
+    assert_eq!(key_type(&mut c, "new"), "slidewlog");
+}
+
+/// Starts a replica of `master` with the module in compact mode.
+fn compact_replica(master: &Server, flavor: Flavor) -> Server {
+    let replica = compact(flavor)
+        .arg("replicaof", &master.replica_address())
+        .start();
+    let mut c = replica.conn();
+    assert!(
+        wait_until(Duration::from_secs(20), || info_field(
+            &mut c,
+            "replication",
+            "master_link_status"
+        )
+        .as_deref()
+            == Some("up")),
+        "replica link never came up; log:\n{}",
+        replica.log()
+    );
+    replica
+}
+
+/// Calls on a few keys with tight limits and short and long windows, some
+/// given back; returns the keys.
+fn load(c: &mut Connection, seed: u64, calls: usize) -> Vec<String> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let keys: Vec<String> = (0..12).map(|i| format!("load:{i}")).collect();
+    let windows = [30i64, 600_000];
+    let mut outcomes = [0, 0];
+    for i in 0..calls {
+        let k = rng.random_range(0..keys.len());
+        let reply: Vec<Value> = redis::cmd("SLIDEWIN.CHECK")
+            .arg(&keys[k])
+            .arg(1 + (k % 4))
+            .arg(windows[k % 2])
+            .arg("COST")
+            .arg(rng.random_range(1..3))
+            .arg("DETAIL")
+            .arg("WITHMEMBERS")
+            .query(c)
+            .unwrap();
+        let allowed = matches!(reply.first(), Some(Value::Int(1)));
+        outcomes[usize::from(!allowed)] += 1;
+        if allowed && rng.random_bool(0.2) {
+            if let Some(Value::Array(ms)) = reply.last() {
+                let mut undo = redis::cmd("SLIDEWIN.UNDO");
+                undo.arg(&keys[k]);
+                for m in ms {
+                    if let Value::BulkString(b) = m {
+                        undo.arg(b.as_slice());
+                    }
+                }
+                let _: i64 = undo.query(c).unwrap();
+            }
+        }
+        if i % 40 == 0 {
+            std::thread::sleep(Duration::from_millis(3));
+        }
+    }
+    assert!(outcomes[0] > 0 && outcomes[1] > 0, "{outcomes:?}");
+    keys
+}
+
+/// Lets the short-window keys expire and touches every key, so that the
+/// expired ones are deleted (and the deletion propagated) before digests.
+fn settle(c: &mut Connection, keys: &[String]) {
+    std::thread::sleep(Duration::from_millis(150));
+    for k in keys {
+        let _: i64 = redis::cmd("EXISTS").arg(k).query(c).unwrap();
+    }
+}
+
+fn replica_matches(flavor: Flavor) {
+    let master = compact(flavor).start();
+    let replica = compact_replica(&master, flavor);
+    let mut m = master.conn();
+    let keys = load(&mut m, 3, 1500);
+    // Calls from a script and in MULTI propagate their effects too.
+    let _: Vec<i64> = redis::cmd("EVAL")
+        .arg("return {redis.call('SLIDEWIN.CHECK', KEYS[1], 2, 600000), redis.call('SLIDEWIN.CHECK', KEYS[1], 2, 600000, 'COST', 2)}")
+        .arg(1)
+        .arg("scripted")
+        .query(&mut m)
+        .unwrap();
+    settle(&mut m, &keys);
+    let mut r = assert_replica_matches(&master, &replica);
+    let live: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut m).unwrap();
+    assert!(live.len() > 3, "long-window keys remain: {live:?}");
+    for k in &live {
+        assert_eq!(digest_value(&mut m, k), digest_value(&mut r, k), "{k}");
+        assert_eq!(pexpiretime(&mut m, k), pexpiretime(&mut r, k), "{k}");
+        assert_eq!(key_type(&mut r, k), "slidewlog", "{k}");
+    }
+    // The digest sees the log: one more entry changes it.
+    let before = digest(&mut m);
+    assert_eq!(check(&mut m, "scripted", 100, 600_000), 1);
+    assert_ne!(digest(&mut m), before, "DEBUG DIGEST covers compact logs");
+    // The replica applied effects, never a deciding command.
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut r)
+        .unwrap();
+    assert!(stats.contains("cmdstat_slidewin.apply"), "{stats}");
+    for decided in ["cmdstat_slidewin.check:", "cmdstat_slidewin.undo:"] {
+        assert!(
+            !stats.contains(decided),
+            "{decided} ran on the replica: {stats}"
+        );
+    }
+    // A full resync (RDB transfer) gives the same data too.
+    drop(r);
+    let second = compact_replica(&master, flavor);
+    assert_replica_matches(&master, &second);
+}
+
+fn persistence(flavor: Flavor) {
+    for preamble in ["no", "yes"] {
+        let server = compact(flavor)
+            .arg("appendonly", "yes")
+            .arg("aof-use-rdb-preamble", preamble)
+            .start();
+        let mut c = server.conn();
+        let keys = load(&mut c, 5, 800);
+        settle(&mut c, &keys);
+        let before = digest(&mut c);
+        // What the AOF logged: the effects, never the deciding commands.
+        let names: Vec<String> = aof_commands(&server.dir)
+            .iter()
+            .map(|cmd| String::from_utf8_lossy(&cmd[0]).to_ascii_uppercase())
+            .collect();
+        assert!(names.iter().any(|n| n == "SLIDEWIN.APPLY"), "{names:?}");
+        for decided in ["SLIDEWIN.CHECK", "SLIDEWIN.UNDO"] {
+            assert!(!names.iter().any(|n| n == decided), "{decided}: {names:?}");
+        }
+        // One effect per call: a MULTI holds at most one (the server wraps
+        // its own lazy-expiry DEL with the effect of the call that met it).
+        let mut in_multi = None;
+        for n in &names {
+            match n.as_str() {
+                "MULTI" => in_multi = Some(0),
+                "EXEC" => in_multi = None,
+                "SLIDEWIN.APPLY" => {
+                    if let Some(count) = in_multi.as_mut() {
+                        *count += 1;
+                        assert!(*count <= 1, "two effects in one MULTI: {names:?}");
+                    }
+                }
+                _ => {}
+            }
+        }
+        let _: () = redis::cmd("DEBUG")
+            .arg("RELOAD")
+            .query(&mut c)
+            .expect("DEBUG RELOAD");
+        assert_eq!(digest(&mut c), before, "DEBUG RELOAD (RDB) keeps the logs");
+        let _: Value = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
+        assert!(
+            wait_until(Duration::from_secs(20), || info_field(
+                &mut c,
+                "persistence",
+                "aof_rewrite_in_progress"
+            )
+            .as_deref()
+                == Some("0")
+                && info_field(&mut c, "persistence", "aof_rewrite_scheduled")
+                    .as_deref()
+                    == Some("0")),
+            "rewrite finished"
+        );
+        let _: () = redis::cmd("DEBUG")
+            .arg("LOADAOF")
+            .query(&mut c)
+            .expect("DEBUG LOADAOF");
+        assert_eq!(
+            digest(&mut c),
+            before,
+            "AOF rewrite (preamble {preamble}) keeps the logs"
+        );
+        if preamble == "no" {
+            // The rewritten base file rebuilds each log with one command.
+            let base: Vec<Vec<Vec<u8>>> = std::fs::read_dir(server.dir.join("appendonlydir"))
+                .expect("appendonlydir")
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.to_string_lossy().ends_with(".base.aof"))
+                .flat_map(|f| parse_aof(&std::fs::read(f).expect("read aof")))
+                .collect();
+            assert!(
+                base.iter().any(|cmd| cmd.len() == 4
+                    && cmd[0].eq_ignore_ascii_case(b"SLIDEWIN.APPLY")
+                    && cmd[2] == b"LOG"),
+                "{:?}",
+                base.iter()
+                    .map(|c| String::from_utf8_lossy(&c[0]).into_owned())
+                    .collect::<Vec<_>>()
+            );
+        }
+    }
+    // DUMP and RESTORE: the same log, a fresh key.
+    let server = compact(flavor).start();
+    let mut c = server.conn();
+    let keys = load(&mut c, 9, 300);
+    settle(&mut c, &keys);
+    let live: Vec<String> = redis::cmd("KEYS").arg("load:*").query(&mut c).unwrap();
+    let k = &live[0];
+    let payload: Vec<u8> = redis::cmd("DUMP").arg(k).query(&mut c).unwrap();
+    // The same expiry too: the digest of a value covers whether it expires.
+    let _: () = redis::cmd("RESTORE")
+        .arg("restored")
+        .arg(pexpiretime(&mut c, k))
+        .arg(&payload)
+        .arg("ABSTTL")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(digest_value(&mut c, k), digest_value(&mut c, "restored"));
+    assert_eq!(key_type(&mut c, "restored"), "slidewlog");
+}
+
+fn key_moves(flavor: Flavor) {
+    let server = compact(flavor).start();
+    let mut c = server.conn();
+    for _ in 0..3 {
+        assert_eq!(check(&mut c, "src", 5, 600_000), 1);
+    }
+    let d = digest_value(&mut c, "src");
+    let _: i64 = redis::cmd("COPY")
+        .arg("src")
+        .arg("copied")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(digest_value(&mut c, "copied"), d);
+    // The copy is its own log: a check on it leaves the source alone.
+    assert_eq!(check(&mut c, "copied", 5, 600_000), 1);
+    assert_eq!(digest_value(&mut c, "src"), d);
+    assert_ne!(digest_value(&mut c, "copied"), d);
+    let _: () = redis::cmd("RENAME")
+        .arg("src")
+        .arg("renamed")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(digest_value(&mut c, "renamed"), d);
+    assert_eq!(
+        &detail(&mut c, "SLIDEWIN.PEEK", &["renamed", "5", "600000"])[..3],
+        [1, 5, 2]
+    );
+    let _: i64 = redis::cmd("MOVE")
+        .arg("renamed")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SWAPDB").arg(0).arg(1).query(&mut c).unwrap();
+    assert_eq!(
+        digest_value(&mut c, "renamed"),
+        d,
+        "moved to db 1, swapped back"
+    );
+    assert_eq!(check(&mut c, "renamed", 4, 600_000), 1);
+    assert_eq!(check(&mut c, "renamed", 4, 600_000), 0);
+}
+
+fn apply_checks(flavor: Flavor) {
+    let server = compact(flavor).start();
+    let mut c = server.conn();
+    let now = server_ms(&mut c);
+    let at = (now + 600_000).to_string();
+    let n = now.to_string();
+    assert_eq!(
+        text(
+            &mut c,
+            &["SLIDEWIN.APPLY", "k", "ADD", &n, "1", "3", "PXAT", &at]
+        ),
+        "ok"
+    );
+    assert_eq!(
+        &detail(&mut c, "SLIDEWIN.PEEK", &["k", "5", "600000"])[..3],
+        [1, 5, 2]
+    );
+    assert_eq!(pexpiretime(&mut c, "k"), now + 600_000);
+    let before = digest_value(&mut c, "k");
+    let refused: &[(&[&str], &str)] = &[
+        (
+            &["SLIDEWIN.APPLY", "k"],
+            "ERR wrong number of arguments for 'slidewin.apply' command",
+        ),
+        (
+            &["SLIDEWIN.APPLY", "k", "ADD", &n, "2", "1"],
+            "ERR ADD members 2 to 2 are already in the log",
+        ),
+        (
+            &["SLIDEWIN.APPLY", "k", "REMOVE", "7"],
+            "ERR REMOVE member 7 is not in the log",
+        ),
+        (
+            &["SLIDEWIN.APPLY", "k", "ADD", &n, "9", "0"],
+            "ERR ADD count must be an integer between 1 and",
+        ),
+        (
+            &["SLIDEWIN.APPLY", "k", "PXAT", "soon"],
+            "ERR PXAT unix_ms must be an integer between 0 and",
+        ),
+        (
+            &["SLIDEWIN.APPLY", "k", "LOG", "junk"],
+            "ERR LOG payload is not a compact log",
+        ),
+        (
+            &["SLIDEWIN.APPLY", "k", "ZADD", "1"],
+            "ERR unknown option 'ZADD'",
+        ),
+    ];
+    for (args, expected) in refused {
+        let got = text(&mut c, args);
+        assert!(got.starts_with(expected), "{args:?}: {got}");
+        assert_eq!(
+            digest_value(&mut c, "k"),
+            before,
+            "{args:?} changed the log"
+        );
+    }
+    // Removing the last entries deletes the key, as for a sorted set.
+    assert_eq!(
+        text(
+            &mut c,
+            &[
+                "SLIDEWIN.APPLY",
+                "k",
+                "REMOVE",
+                "1",
+                "REMOVE",
+                "2",
+                "REMOVE",
+                "3"
+            ]
+        ),
+        "ok"
+    );
+    assert!(!exists(&mut c, "k"));
+    // A missing key and a refusal: nothing is created.
+    assert!(text(&mut c, &["SLIDEWIN.APPLY", "k", "REMOVE", "1"]).starts_with("ERR REMOVE"));
+    assert!(!exists(&mut c, "k"));
+}
+
+/// Redis's CRC-64 (Jones, reflected), which DUMP payloads end with.
+fn crc64(bytes: &[u8]) -> u64 {
+    let mut crc = 0u64;
+    for &b in bytes {
+        crc ^= u64::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0x95ac_9329_ac4b_c9b5
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    crc
+}
+
+/// Sets a DUMP payload's checksum to match its body.
+fn reseal(payload: &mut [u8]) {
+    let body = payload.len() - 8;
+    let crc = crc64(&payload[..body]);
+    payload[body..].copy_from_slice(&crc.to_le_bytes());
+}
+
+fn hostile_restore(flavor: Flavor) {
+    let server = compact(flavor).start();
+    let mut c = server.conn();
+    for cost in 1..6 {
+        let _: i64 = redis::cmd("SLIDEWIN.CHECK")
+            .arg("k")
+            .arg(100)
+            .arg(600_000)
+            .arg("COST")
+            .arg(cost)
+            .query(&mut c)
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let good: Vec<u8> = redis::cmd("DUMP").arg("k").query(&mut c).unwrap();
+    let mut check_crc = good.clone();
+    reseal(&mut check_crc);
+    assert_eq!(check_crc, good, "the test's CRC-64 is the server's");
+    // The log's bytes start with the encoding's version, 1, and its expiry
+    // flag, 1: past the type byte and the module id, after the opcode and
+    // the length.
+    let at = (10..good.len() - 10)
+        .find(|&i| good[i] == 1 && good[i + 1] == 1)
+        .expect("the encoded log in the payload");
+    let mut rng = StdRng::seed_from_u64(7);
+    let (mut refused, mut restored) = (0, 0);
+    for round in 0..200 {
+        let mut p = good.clone();
+        if round == 0 {
+            p[at] = 9; // an unknown, newer encoding version
+        } else {
+            for _ in 0..rng.random_range(1..4) {
+                let i = rng.random_range(at..good.len() - 10);
+                p[i] ^= rng.random_range(1..=255u8);
+            }
+        }
+        reseal(&mut p);
+        let key = format!("r{round}");
+        let r: redis::RedisResult<()> =
+            redis::cmd("RESTORE").arg(&key).arg(0).arg(&p).query(&mut c);
+        match r {
+            Err(e) => {
+                refused += 1;
+                assert!(
+                    error_text(&e).contains("Bad data format"),
+                    "{}",
+                    error_text(&e)
+                );
+                assert!(!exists(&mut c, &key), "a refused payload left {key}");
+            }
+            Ok(()) => {
+                restored += 1;
+                // Whatever was accepted is a sound log the commands can use.
+                let d = detail(&mut c, "SLIDEWIN.PEEK", &[&key, "100", "600000"]);
+                assert_eq!(d[1], 100);
+                let _ = check(&mut c, &key, 1000, 600_000);
+            }
+        }
+        if round == 0 {
+            assert_eq!(refused, 1, "version 9 is refused");
+        }
+    }
+    assert!(
+        refused > 100,
+        "most mutations are refused: {refused} of 200 ({restored} restored)"
+    );
+    assert!(
+        server.log().contains("cannot be loaded") || server.log().contains("encoding version"),
+        "the refusals are logged"
+    );
+    assert_eq!(
+        check(&mut c, "k", 100, 600_000),
+        1,
+        "the server still serves"
+    );
+}
+
+fn setting(flavor: Flavor) {
+    let server = compact(flavor).start();
+    let mut c = server.conn();
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("slidewin.log-type")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, ["slidewin.log-type", "compact"]);
+    let set = text(&mut c, &["CONFIG", "SET", "slidewin.log-type", "zset"]);
+    assert!(set.contains("immutable"), "{set}");
+    let unload = text(&mut c, &["MODULE", "UNLOAD", "slidewin"]);
+    assert!(
+        unload.starts_with("ERR"),
+        "a data type keeps the module loaded: {unload}"
+    );
+    let info = info_field(&mut c, "slidewin", "slidewin_log_type");
+    assert_eq!(info.as_deref(), Some("compact"));
+    // The default: sorted sets, no effect command, UNLOAD works.
+    let plain = Options::new(flavor).start();
+    let mut p = plain.conn();
+    assert_eq!(check(&mut p, "k", 3, 60_000), 1);
+    assert_eq!(key_type(&mut p, "k"), "zset");
+    assert!(text(&mut p, &["SLIDEWIN.APPLY", "k", "TRIM", "1"]).contains("unknown command"));
+    assert_eq!(
+        info_field(&mut p, "slidewin", "slidewin_log_type").as_deref(),
+        Some("zset")
+    );
+    assert_eq!(text(&mut p, &["MODULE", "UNLOAD", "slidewin"]), "ok");
+    // A bad value refuses the load, naming the setting.
+    let log = Options::new(flavor)
+        .module_args(&["log-type", "list"])
+        .start_expecting_failure();
+    assert!(
+        log.contains("log-type must be zset or compact, got 'list'"),
+        "{log}"
+    );
+}
