@@ -600,8 +600,9 @@ fn config_load_and_runtime(flavor: Flavor) {
         .arg("slidewin.*")
         .query(&mut c)
         .unwrap();
-    assert_eq!(all.len(), 4, "{all:?}");
+    assert_eq!(all.len(), 5, "{all:?}");
     assert_eq!(all["slidewin.top-capacity"], "128");
+    assert_eq!(all["slidewin.log-type"], "zset");
     assert_eq!(all["slidewin.top-period-ms"], "300000");
     let err = slidewin(&mut c, "SLIDEWIN.CHECK", &["k", "11", "1000"]).expect_err("limit");
     assert_eq!(
