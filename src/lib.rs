@@ -78,8 +78,6 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if atomic_slot_migration {
         options |= ffi::OPTION_HANDLE_ATOMIC_SLOT_MIGRATION;
     }
-    ffi::set_module_options(ctx, options);
-    stats::declare_atomic_slot_migration(atomic_slot_migration);
     let raw_args: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
     let values = match config::parse_load_args(&raw_args) {
         Ok(values) => values,
@@ -107,6 +105,14 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     }
+    if compact {
+        // The compact log's loader checks every read (RedisModule_IsIOError),
+        // so a replica may load an RDB straight from the socket.
+        options |= redis_module::raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS;
+    }
+    // One call: SetModuleOptions replaces the options as a whole.
+    ffi::set_module_options(ctx, options);
+    stats::declare_atomic_slot_migration(atomic_slot_migration);
     stats::register(ctx);
     if let Err(e) = command_table::register(ctx, compact) {
         ffi::log(

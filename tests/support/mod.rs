@@ -673,10 +673,13 @@ pub fn info_field(c: &mut Connection, section: &str, field: &str) -> Option<Stri
 /// Starts a replica of `master` running the given flavor **without** the
 /// module, and waits until its link is up and it has caught up.
 pub fn replica_without_module(master: &Server, flavor: Flavor) -> Server {
-    let replica = Options::new(flavor)
-        .without_module()
-        .arg("replicaof", &master.replica_address())
-        .start();
+    replica_with(master, Options::new(flavor).without_module())
+}
+
+/// Starts a replica of `master` with `options`, and waits until its link
+/// is up and it has caught up.
+pub fn replica_with(master: &Server, options: Options) -> Server {
+    let replica = options.arg("replicaof", &master.replica_address()).start();
     let mut c = replica.conn();
     assert!(
         wait_until(Duration::from_secs(20), || info_field(
