@@ -433,7 +433,10 @@ fn replica_matches(flavor: Flavor) {
     // A full resync gives the same data too, loaded straight from the
     // socket (the type handles IO errors, so diskless load is allowed).
     drop(r);
-    let second = replica_with(&master, compact(flavor).arg("repl-diskless-load", "on-empty-db"));
+    let second = replica_with(
+        &master,
+        compact(flavor).arg("repl-diskless-load", "on-empty-db"),
+    );
     assert_replica_matches(&master, &second);
     let log = second.log();
     assert!(
