@@ -301,6 +301,24 @@ fn module_type(flavor: Flavor) {
         .map(|(e, _)| e.rsplit(':').next().unwrap_or_default().to_string())
         .collect();
     assert_eq!(seen, ["zadd", "expire", "slidewin.denied"], "events");
+    // WATCH: an allowed CHECK aborts the transaction; a denial that trimmed
+    // nothing leaves it alone, as on a sorted set.
+    let mut w = server.conn();
+    for (limit, aborts) in [(5, true), (1, false)] {
+        let _: () = redis::cmd("WATCH").arg("ev").query(&mut w).unwrap();
+        assert_eq!(check(&mut c, "ev", limit, 60_000), i64::from(aborts));
+        let _: () = redis::cmd("MULTI").query(&mut w).unwrap();
+        let _: String = redis::cmd("SET")
+            .arg("other")
+            .arg("x")
+            .query(&mut w)
+            .unwrap();
+        let exec: Value = redis::cmd("EXEC").query(&mut w).unwrap();
+        assert_eq!(exec == Value::Nil, aborts, "limit {limit}: {exec:?}");
+    }
+    // TOP counts decisions on compact keys like any others.
+    let top = text(&mut c, &["SLIDEWIN.TOP", "5", "DENIED"]);
+    assert!(top.contains("ev"), "{top}");
 }
 
 fn existing_zsets(flavor: Flavor) {
