@@ -81,22 +81,223 @@ impl std::fmt::Display for DecodeError {
     }
 }
 
-/// The log: runs in score order, their total, and the expiry.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CompactLog {
-    runs: Vec<Run>,
+/// Runs per chunk: a chunk is decoded whole when a call needs its insides
+/// (an insert out of order, an UNDO, the boundary of a trim), so this bounds
+/// that work; fewer, larger chunks spend less on each chunk's summary.
+#[cfg(not(test))]
+pub const CHUNK_RUNS: usize = 128;
+/// In the unit tests, tiny chunks: every property test crosses chunk
+/// boundaries many times (inserts, splits, trims and UNDOs across them).
+#[cfg(test)]
+pub const CHUNK_RUNS: usize = 3;
+
+/// A stretch of consecutive runs, held encoded (the records of the byte
+/// encoding, relative to the chunk's first run) but for the last run, which
+/// stays open so that the next entry of the same millisecond extends it.
+/// The summaries answer most queries without decoding.
+#[derive(Debug, Clone)]
+struct Chunk {
+    /// The score and first member of the chunk's first run: the state the
+    /// first record is read from.
+    base_score: i64,
+    base_id: i64,
+    /// The records of every run but the last.
+    bytes: Vec<u8>,
+    /// The state after the last record (the last encoded run's score and
+    /// one more than its last member).
+    tail_score: i64,
+    tail_expected: i64,
+    /// The last run, not yet encoded.
+    last: Run,
+    /// Runs (with `last`) and entries in the chunk.
+    runs: u32,
     entries: u64,
+    /// The smallest and largest member in the chunk.
+    min_id: i64,
+    max_id: i64,
+}
+
+impl Chunk {
+    /// A chunk of one run.
+    fn of(run: Run) -> Chunk {
+        Chunk {
+            base_score: run.score,
+            base_id: run.first,
+            bytes: Vec::new(),
+            tail_score: run.score,
+            tail_expected: run.first,
+            last: run,
+            runs: 1,
+            entries: run.count,
+            min_id: run.first,
+            max_id: run.last(),
+        }
+    }
+
+    /// A chunk of the given runs (at least one; in score order).
+    fn from_runs(runs: &[Run]) -> Option<Chunk> {
+        let (&first, _) = runs.split_first()?;
+        let mut c = Chunk::of(first);
+        for &r in runs.iter().skip(1) {
+            c.push(r);
+        }
+        c.bytes.shrink_to_fit();
+        Some(c)
+    }
+
+    fn first_score(&self) -> i64 {
+        self.base_score
+    }
+
+    fn last_score(&self) -> i64 {
+        self.last.score
+    }
+
+    /// Appends `run` (scored at or after the last run), closing the last.
+    fn push(&mut self, run: Run) {
+        let closed = self.last;
+        put_run(
+            &mut self.bytes,
+            &mut self.tail_score,
+            &mut self.tail_expected,
+            closed,
+        );
+        self.last = run;
+        self.runs = self.runs.saturating_add(1);
+        self.entries = self.entries.saturating_add(run.count);
+        self.min_id = self.min_id.min(run.first);
+        self.max_id = self.max_id.max(run.last());
+    }
+
+    /// Every run of the chunk, in order.
+    fn decode(&self) -> Vec<Run> {
+        let mut out = Vec::with_capacity(self.runs as usize);
+        let mut r = Reader {
+            bytes: &self.bytes,
+            at: 0,
+        };
+        let (mut score, mut expected) = (self.base_score, self.base_id);
+        // The bytes are this code's own: a record always reads back.
+        while r.at < self.bytes.len() {
+            match read_run(&mut r, &mut score, &mut expected) {
+                Ok(run) => out.push(run),
+                Err(_) => break,
+            }
+        }
+        out.push(self.last);
+        out
+    }
+
+    /// Whether member `id` may be in the chunk.
+    fn may_hold(&self, id: i64) -> bool {
+        self.min_id <= id && id <= self.max_id
+    }
+}
+
+/// Writes one run's record after the state (`score`, `expected`), and
+/// moves the state past it.
+fn put_run(out: &mut Vec<u8>, score: &mut i64, expected: &mut i64, r: Run) {
+    // Scores never decrease, so the gap is never negative.
+    let gap = u64::try_from(r.score.saturating_sub(*score)).unwrap_or(0);
+    if r.first == *expected && r.count == 1 && gap < 1 << 7 {
+        out.push(gap as u8);
+    } else if r.first == *expected && r.count == 1 && gap < 1 << 14 {
+        out.push(0x80 | (gap >> 8) as u8);
+        out.push(gap as u8);
+    } else {
+        out.push(0xC0);
+        put_varint(out, gap);
+        put_varint(out, zigzag(r.first.wrapping_sub(*expected)));
+        put_varint(out, r.count.saturating_sub(1));
+    }
+    *score = r.score;
+    *expected = r.last().saturating_add(1);
+}
+
+/// Reads one run's record after the state (`score`, `expected`), checking
+/// every value, and moves the state past it.
+fn read_run(r: &mut Reader<'_>, score: &mut i64, expected: &mut i64) -> Result<Run, DecodeError> {
+    let tag = r.byte()?;
+    let (gap, first, count) = match tag {
+        0x00..=0x7F => (u64::from(tag), *expected, 1),
+        0x80..=0xBF => {
+            let low = r.byte()?;
+            (u64::from(tag & 0x3F) << 8 | u64::from(low), *expected, 1)
+        }
+        0xC0 => {
+            let gap = r.varint()?;
+            let delta = unzigzag(r.varint()?);
+            let first = expected.checked_add(delta).ok_or(DecodeError::Range)?;
+            let count = r.varint()?.checked_add(1).ok_or(DecodeError::Range)?;
+            (gap, first, count)
+        }
+        _ => return Err(DecodeError::Invalid),
+    };
+    let gap = i64::try_from(gap).map_err(|_| DecodeError::Range)?;
+    let next_score = score.checked_add(gap).ok_or(DecodeError::Range)?;
+    let span = i64::try_from(count.saturating_sub(1)).map_err(|_| DecodeError::Range)?;
+    let last = first.checked_add(span).ok_or(DecodeError::Range)?;
+    if first < 0 {
+        return Err(DecodeError::Range);
+    }
+    *score = next_score;
+    *expected = last.checked_add(1).ok_or(DecodeError::Range)?;
+    Ok(Run {
+        score: next_score,
+        first,
+        count,
+    })
+}
+
+/// The log: chunks of runs in score order, their total, an upper bound of
+/// the members, and the expiry.
+#[derive(Debug, Clone, Default)]
+pub struct CompactLog {
+    chunks: Vec<Chunk>,
+    entries: u64,
+    /// No member is greater (a bound, not the maximum: removals leave it).
+    max_id: Option<i64>,
     expire_at_ms: Option<i64>,
 }
+
+/// Equal when they hold the same runs in the same order and expire alike,
+/// however the runs are cut into chunks.
+impl PartialEq for CompactLog {
+    fn eq(&self, other: &Self) -> bool {
+        self.entries == other.entries
+            && self.expire_at_ms == other.expire_at_ms
+            && self.runs() == other.runs()
+    }
+}
+
+impl Eq for CompactLog {}
 
 impl CompactLog {
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// A log of `runs` (in score order, members unique), cut into chunks.
+    fn from_runs(runs: &[Run], expire_at_ms: Option<i64>) -> CompactLog {
+        let chunks: Vec<Chunk> = runs
+            .chunks(CHUNK_RUNS)
+            .filter_map(Chunk::from_runs)
+            .collect();
+        CompactLog {
+            entries: chunks.iter().map(|c| c.entries).sum(),
+            max_id: chunks.iter().map(|c| c.max_id).max(),
+            chunks,
+            expire_at_ms,
+        }
+    }
+
     /// The runs, in score order.
-    pub fn runs(&self) -> &[Run] {
-        &self.runs
+    pub fn runs(&self) -> Vec<Run> {
+        let mut out = Vec::new();
+        for c in &self.chunks {
+            out.extend(c.decode());
+        }
+        out
     }
 
     /// The number of entries.
@@ -115,8 +316,8 @@ impl CompactLog {
     }
 
     /// Every entry as (score, member), in score order (tests and digests).
-    pub fn entries(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
-        self.runs.iter().flat_map(|r| {
+    pub fn entries(&self) -> impl Iterator<Item = (i64, i64)> {
+        self.runs().into_iter().flat_map(|r| {
             (0..r.count).map(move |i| {
                 let i = i64::try_from(i).unwrap_or(i64::MAX);
                 (r.score, r.first.saturating_add(i))
@@ -124,15 +325,65 @@ impl CompactLog {
         })
     }
 
+    /// The chunk and the run holding member `id`, if any.
+    fn find(&self, id: i64) -> Option<(usize, Vec<Run>, usize)> {
+        if self.max_id.is_none_or(|m| id > m) {
+            return None;
+        }
+        for (ci, c) in self.chunks.iter().enumerate() {
+            if !c.may_hold(id) {
+                continue;
+            }
+            // The last run first: the member asked for is usually recent.
+            if c.last.holds(id) {
+                return Some((ci, Vec::new(), usize::MAX));
+            }
+            let runs = c.decode();
+            if let Some(ri) = runs.iter().position(|r| r.holds(id)) {
+                return Some((ci, runs, ri));
+            }
+        }
+        None
+    }
+
+    /// The run holding member `id`, if any.
+    fn run_holding(&self, id: i64) -> Option<Run> {
+        let (ci, runs, ri) = self.find(id)?;
+        match runs.get(ri) {
+            Some(&r) => Some(r),
+            None => self.chunks.get(ci).map(|c| c.last),
+        }
+    }
+
+    /// Replaces chunk `ci` by chunks of `runs` (none when `runs` is empty).
+    fn replace_chunk(&mut self, ci: usize, runs: &[Run]) {
+        let pieces: Vec<Chunk> = runs
+            .chunks(CHUNK_RUNS)
+            .filter_map(Chunk::from_runs)
+            .collect();
+        if ci < self.chunks.len() {
+            self.chunks.splice(ci..=ci, pieces);
+        }
+    }
+
     /// Removes member `id` (SLIDEWIN.UNDO); returns whether it was there.
     pub fn remove(&mut self, id: i64) -> bool {
-        let Some((at, run)) = self
-            .runs
-            .iter()
-            .copied()
-            .enumerate()
-            .find(|(_, r)| r.holds(id))
-        else {
+        let Some((ci, mut runs, ri)) = self.find(id) else {
+            return false;
+        };
+        if runs.is_empty() {
+            // Held by the chunk's last run.
+            runs = match self.chunks.get(ci) {
+                Some(c) => c.decode(),
+                None => return false,
+            };
+        }
+        let ri = if ri == usize::MAX {
+            runs.len().saturating_sub(1)
+        } else {
+            ri
+        };
+        let Some(&run) = runs.get(ri) else {
             return false;
         };
         // `first <= id <= last`: neither difference can overflow.
@@ -152,7 +403,8 @@ impl CompactLog {
                 count: after,
             });
         }
-        self.runs.splice(at..=at, pieces);
+        runs.splice(ri..=ri, pieces);
+        self.replace_chunk(ci, &runs);
         self.entries = self.entries.saturating_sub(1);
         true
     }
@@ -162,8 +414,9 @@ impl CompactLog {
     /// merged), so two logs with the same entries give the same groups
     /// however their runs were split.
     pub fn canonical_runs(&self) -> Vec<Run> {
-        let mut out: Vec<Run> = Vec::with_capacity(self.runs.len());
-        for group in self.runs.chunk_by(|a, b| a.score == b.score) {
+        let all = self.runs();
+        let mut out: Vec<Run> = Vec::with_capacity(all.len());
+        for group in all.chunk_by(|a, b| a.score == b.score) {
             let mut g = group.to_vec();
             g.sort_unstable_by_key(|r| r.first);
             for r in g {
@@ -182,47 +435,110 @@ impl CompactLog {
 
     /// Whether member `id` is in the log and scored above `cutoff_ms`.
     pub fn holds_above(&self, id: i64, cutoff_ms: i64) -> bool {
-        let at = self.first_above(cutoff_ms);
-        self.runs.iter().skip(at).any(|r| r.holds(id))
+        self.run_holding(id).is_some_and(|r| r.score > cutoff_ms)
     }
 
     /// Whether any member of `first ..= last` is scored above `cutoff_ms`.
     pub fn overlaps_above(&self, first: i64, last: i64, cutoff_ms: i64) -> bool {
-        let at = self.first_above(cutoff_ms);
-        self.runs
+        self.chunks
             .iter()
-            .skip(at)
-            .any(|r| r.first <= last && first <= r.last())
+            .filter(|c| c.last_score() > cutoff_ms && c.min_id <= last && first <= c.max_id)
+            .any(|c| {
+                c.decode()
+                    .iter()
+                    .any(|r| r.score > cutoff_ms && r.first <= last && first <= r.last())
+            })
     }
 
     /// Adds a whole run whose members the caller checked are free and
     /// valid (see `effect.rs`), joining the run before it as `add` would.
     pub fn add_run(&mut self, run: Run) {
-        let at = self.runs.partition_point(|r| r.score <= run.score);
-        match at.checked_sub(1).and_then(|i| self.runs.get_mut(i)) {
-            Some(prev)
-                if prev.score == run.score && prev.last().checked_add(1) == Some(run.first) =>
-            {
-                prev.count = prev.count.saturating_add(run.count);
-            }
-            _ => self.runs.insert(at, run),
-        }
+        self.insert(run);
+    }
+
+    /// Inserts `run` after every run scored at or before it, joining the
+    /// run before it when that one has the same score and ends just before
+    /// it (the flat list's rule, chunk by chunk).
+    fn insert(&mut self, run: Run) {
         self.entries = self.entries.saturating_add(run.count);
+        self.max_id = Some(self.max_id.map_or(run.last(), |m| m.max(run.last())));
+        let joins =
+            |prev: &Run| prev.score == run.score && prev.last().checked_add(1) == Some(run.first);
+        // The chunk holding the first run scored after `run`.
+        let ci = self.chunks.partition_point(|c| c.last_score() <= run.score);
+        if ci == self.chunks.len() {
+            // At the end, the common case: extend the last run or append.
+            match self.chunks.last_mut() {
+                Some(c) if joins(&c.last) => {
+                    c.last.count = c.last.count.saturating_add(run.count);
+                    c.entries = c.entries.saturating_add(run.count);
+                    c.max_id = c.max_id.max(run.last());
+                }
+                Some(c) if (c.runs as usize) < CHUNK_RUNS => c.push(run),
+                _ => {
+                    if let Some(c) = self.chunks.last_mut() {
+                        c.bytes.shrink_to_fit();
+                    }
+                    self.chunks.push(Chunk::of(run));
+                }
+            }
+            return;
+        }
+        let Some(chunk) = self.chunks.get(ci) else {
+            return;
+        };
+        let mut runs = chunk.decode();
+        let at = runs.partition_point(|r| r.score <= run.score);
+        if at == 0 {
+            // The run before is the previous chunk's last.
+            if let Some(prev) = ci.checked_sub(1).and_then(|p| self.chunks.get_mut(p)) {
+                if joins(&prev.last) {
+                    prev.last.count = prev.last.count.saturating_add(run.count);
+                    prev.entries = prev.entries.saturating_add(run.count);
+                    prev.max_id = prev.max_id.max(run.last());
+                    return;
+                }
+            }
+            runs.insert(0, run);
+        } else {
+            match runs.get_mut(at - 1) {
+                Some(prev) if joins(prev) => prev.count = prev.count.saturating_add(run.count),
+                _ => runs.insert(at, run),
+            }
+        }
+        self.replace_chunk(ci, &runs);
     }
 
-    /// The heap block holding the runs, if one is allocated.
-    pub fn runs_block(&self) -> Option<*const u8> {
-        (self.runs.capacity() > 0).then(|| self.runs.as_ptr().cast())
+    /// Every heap block the log owns (for MEMORY USAGE).
+    pub fn heap_blocks(&self) -> Vec<*const u8> {
+        let mut out = Vec::with_capacity(self.chunks.len() + 1);
+        if self.chunks.capacity() > 0 {
+            out.push(self.chunks.as_ptr().cast());
+        }
+        for c in &self.chunks {
+            if c.bytes.capacity() > 0 {
+                out.push(c.bytes.as_ptr());
+            }
+        }
+        out
     }
 
-    /// Index of the first run scored above `cutoff_ms`.
-    fn first_above(&self, cutoff_ms: i64) -> usize {
-        self.runs.partition_point(|r| r.score <= cutoff_ms)
+    /// The bytes the log's heap blocks ask for (their capacities; the
+    /// allocator may round each up).
+    pub fn heap_bytes(&self) -> usize {
+        let chunks = self.chunks.capacity() * std::mem::size_of::<Chunk>();
+        chunks
+            + self
+                .chunks
+                .iter()
+                .map(|c| c.bytes.capacity())
+                .sum::<usize>()
     }
 
     /// The encoding (see the module comment).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(8 + self.runs.len() * 2);
+        let runs = self.runs();
+        let mut out = Vec::with_capacity(8 + runs.len() * 2);
         out.push(VERSION);
         match self.expire_at_ms {
             None => out.push(0),
@@ -231,28 +547,14 @@ impl CompactLog {
                 put_varint(&mut out, zigzag(at));
             }
         }
-        put_varint(&mut out, self.runs.len() as u64);
-        let Some(first) = self.runs.first() else {
+        put_varint(&mut out, runs.len() as u64);
+        let Some(first) = runs.first() else {
             return out;
         };
         put_varint(&mut out, zigzag(first.score));
         let (mut score, mut expected) = (first.score, 1i64);
-        for r in &self.runs {
-            // Scores never decrease, so the gap is never negative.
-            let gap = u64::try_from(r.score.saturating_sub(score)).unwrap_or(0);
-            if r.first == expected && r.count == 1 && gap < 1 << 7 {
-                out.push(gap as u8);
-            } else if r.first == expected && r.count == 1 && gap < 1 << 14 {
-                out.push(0x80 | (gap >> 8) as u8);
-                out.push(gap as u8);
-            } else {
-                out.push(0xC0);
-                put_varint(&mut out, gap);
-                put_varint(&mut out, zigzag(r.first.wrapping_sub(expected)));
-                put_varint(&mut out, r.count.saturating_sub(1));
-            }
-            score = r.score;
-            expected = r.last().saturating_add(1);
+        for &r in &runs {
+            put_run(&mut out, &mut score, &mut expected, r);
         }
         out
     }
@@ -283,40 +585,12 @@ impl CompactLog {
             let mut score = unzigzag(r.varint()?);
             let mut expected = 1i64;
             for _ in 0..n {
-                let tag = r.byte()?;
-                let (gap, first, count) = match tag {
-                    0x00..=0x7F => (u64::from(tag), expected, 1),
-                    0x80..=0xBF => {
-                        let low = r.byte()?;
-                        (u64::from(tag & 0x3F) << 8 | u64::from(low), expected, 1)
-                    }
-                    0xC0 => {
-                        let gap = r.varint()?;
-                        let delta = unzigzag(r.varint()?);
-                        let first = expected.checked_add(delta).ok_or(DecodeError::Range)?;
-                        let count = r.varint()?.checked_add(1).ok_or(DecodeError::Range)?;
-                        (gap, first, count)
-                    }
-                    _ => return Err(DecodeError::Invalid),
-                };
-                let gap = i64::try_from(gap).map_err(|_| DecodeError::Range)?;
-                score = score.checked_add(gap).ok_or(DecodeError::Range)?;
-                let span =
-                    i64::try_from(count.saturating_sub(1)).map_err(|_| DecodeError::Range)?;
-                let last = first.checked_add(span).ok_or(DecodeError::Range)?;
-                if first < 0 {
-                    return Err(DecodeError::Range);
-                }
-                entries = entries.checked_add(count).ok_or(DecodeError::Range)?;
+                let run = read_run(&mut r, &mut score, &mut expected)?;
+                entries = entries.checked_add(run.count).ok_or(DecodeError::Range)?;
                 if entries > MAX_ENTRIES {
                     return Err(DecodeError::Range);
                 }
-                runs.push(Run {
-                    score,
-                    first,
-                    count,
-                });
-                expected = last.checked_add(1).ok_or(DecodeError::Range)?;
+                runs.push(run);
             }
         }
         if r.at != bytes.len() {
@@ -328,11 +602,7 @@ impl CompactLog {
         if ranges.windows(2).any(|w| w[1].0 <= w[0].1) {
             return Err(DecodeError::Invalid);
         }
-        Ok(CompactLog {
-            runs,
-            entries,
-            expire_at_ms,
-        })
+        Ok(CompactLog::from_runs(&runs, expire_at_ms))
     }
 }
 
@@ -358,9 +628,22 @@ impl WindowLog for CompactLog {
     type Error = NoFreeMember;
 
     fn trim(&mut self, cutoff_ms: i64) -> Result<u64, Self::Error> {
-        let at = self.first_above(cutoff_ms);
-        let removed: u64 = self.runs.drain(..at).map(|r| r.count).sum();
+        let whole = self.chunks.partition_point(|c| c.last_score() <= cutoff_ms);
+        let mut removed: u64 = self.chunks.drain(..whole).map(|c| c.entries).sum();
+        // The chunk the cutoff falls in, if any: decoded and cut.
+        if let Some(c) = self.chunks.first() {
+            if c.first_score() <= cutoff_ms {
+                let runs = c.decode();
+                let at = runs.partition_point(|r| r.score <= cutoff_ms);
+                let gone: u64 = runs.iter().take(at).map(|r| r.count).sum();
+                removed = removed.saturating_add(gone);
+                self.replace_chunk(0, runs.get(at..).unwrap_or(&[]));
+            }
+        }
         self.entries = self.entries.saturating_sub(removed);
+        if self.chunks.is_empty() {
+            self.max_id = None;
+        }
         Ok(removed)
     }
 
@@ -369,20 +652,42 @@ impl WindowLog for CompactLog {
     }
 
     fn count_above(&mut self, cutoff_ms: i64) -> Result<u64, Self::Error> {
-        let at = self.first_above(cutoff_ms);
-        Ok(self.runs.iter().skip(at).map(|r| r.count).sum())
+        let mut n = 0u64;
+        for c in self.chunks.iter().rev() {
+            if c.first_score() > cutoff_ms {
+                n = n.saturating_add(c.entries);
+            } else {
+                if c.last_score() > cutoff_ms {
+                    let above: u64 = c
+                        .decode()
+                        .iter()
+                        .filter(|r| r.score > cutoff_ms)
+                        .map(|r| r.count)
+                        .sum();
+                    n = n.saturating_add(above);
+                }
+                break;
+            }
+        }
+        Ok(n)
     }
 
     fn nth_above(&mut self, cutoff_ms: i64, k: u64, _n: u64) -> Result<Option<f64>, Self::Error> {
         if k == 0 {
             return Ok(None);
         }
-        let at = self.first_above(cutoff_ms);
         let mut seen = 0u64;
-        for r in self.runs.iter().skip(at) {
-            seen = seen.saturating_add(r.count);
-            if seen >= k {
-                return Ok(Some(r.score as f64));
+        let start = self.chunks.partition_point(|c| c.last_score() <= cutoff_ms);
+        for c in self.chunks.iter().skip(start) {
+            if c.first_score() > cutoff_ms && seen.saturating_add(c.entries) < k {
+                seen = seen.saturating_add(c.entries);
+                continue;
+            }
+            for r in c.decode().iter().filter(|r| r.score > cutoff_ms) {
+                seen = seen.saturating_add(r.count);
+                if seen >= k {
+                    return Ok(Some(r.score as f64));
+                }
             }
         }
         Ok(None)
@@ -390,51 +695,58 @@ impl WindowLog for CompactLog {
 
     fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, Self::Error> {
         Ok(self
-            .runs
+            .chunks
             .last()
-            .filter(|r| r.score > min_ms)
-            .map(|r| r.score as f64))
+            .map(|c| c.last_score())
+            .filter(|&s| s > min_ms)
+            .map(|s| s as f64))
     }
 
     fn newest_entry(&mut self) -> Result<Option<(f64, Option<i64>)>, Self::Error> {
-        let Some(top) = self.runs.last().map(|r| r.score) else {
+        let Some(top) = self.chunks.last().map(|c| c.last_score()) else {
             return Ok(None);
         };
         // The greatest member among the runs at the highest score, in the
-        // server's order of equal scores.
-        let best = self
-            .runs
-            .iter()
-            .rev()
-            .take_while(|r| r.score == top)
-            .map(|r| greatest_decimal(r.first, r.last()))
-            .max_by(|a, b| a.to_string().cmp(&b.to_string()));
+        // server's order of equal scores. Usually the last run alone holds
+        // it; the chunks are only decoded when other runs share the score.
+        let mut best: Option<i64> = None;
+        let mut consider = |r: &Run| {
+            let g = greatest_decimal(r.first, r.last());
+            if best.is_none_or(|b| g.to_string() > b.to_string()) {
+                best = Some(g);
+            }
+        };
+        for c in self.chunks.iter().rev() {
+            if c.last_score() != top {
+                break;
+            }
+            if c.runs == 1 || c.tail_score < top {
+                consider(&c.last);
+            } else {
+                for r in c.decode().iter().filter(|r| r.score == top) {
+                    consider(r);
+                }
+            }
+            if c.first_score() < top {
+                break;
+            }
+        }
         Ok(Some((top as f64, best)))
     }
 
     fn has_member(&mut self, id: i64) -> Result<bool, Self::Error> {
-        Ok(self.runs.iter().any(|r| r.holds(id)))
+        Ok(self.find(id).is_some())
     }
 
     fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, Self::Error> {
-        if id < 0 || self.runs.iter().any(|r| r.holds(id)) {
+        if id < 0 || self.find(id).is_some() {
             return Ok(false);
         }
-        let at = self.runs.partition_point(|r| r.score <= now_ms);
-        match at.checked_sub(1).and_then(|i| self.runs.get_mut(i)) {
-            Some(prev) if prev.score == now_ms && prev.last().checked_add(1) == Some(id) => {
-                prev.count = prev.count.saturating_add(1);
-            }
-            _ => self.runs.insert(
-                at,
-                Run {
-                    score: now_ms,
-                    first: id,
-                    count: 1,
-                },
-            ),
-        }
-        self.entries = self.entries.saturating_add(1);
+        self.insert(Run {
+            score: now_ms,
+            first: id,
+            count: 1,
+        });
         Ok(true)
     }
 

@@ -51,7 +51,7 @@ impl TypeValue for CompactLog {
     }
 
     fn heap_blocks(&self) -> Vec<*const u8> {
-        self.runs_block().into_iter().collect()
+        CompactLog::heap_blocks(self)
     }
 
     fn free_effort(&self) -> usize {
