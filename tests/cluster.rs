@@ -23,6 +23,7 @@ on_every_server! {
     python_client_falls_back_to_the_function_library_on_every_primary => python_function_fallback;
     failover_keeps_replicated_decisions => failover;
     atomic_slot_migration_under_load => atomic_slot_migration;
+    compact_logs_move_by_migrate_and_migrateslots => compact_migration;
 }
 
 /// A master: (port, node id, slot ranges).
@@ -35,6 +36,8 @@ struct Cluster {
     dir: tempfile::TempDir,
     /// Whether the nodes load the module (else: the FUNCTION library path).
     module: bool,
+    /// The module's load arguments.
+    module_args: &'static str,
 }
 
 fn script() -> PathBuf {
@@ -78,7 +81,21 @@ impl Cluster {
         Self::launch(flavor, 5000, false)
     }
 
+    /// A 3+3 cluster whose nodes make compact logs (`log-type compact`).
+    fn start_compact(flavor: Flavor) -> Cluster {
+        Self::launch_with(flavor, 5000, true, "log-type compact")
+    }
+
     fn launch(flavor: Flavor, node_timeout_ms: u32, module: bool) -> Cluster {
+        Self::launch_with(flavor, node_timeout_ms, module, "")
+    }
+
+    fn launch_with(
+        flavor: Flavor,
+        node_timeout_ms: u32,
+        module: bool,
+        module_args: &'static str,
+    ) -> Cluster {
         let mut last = String::new();
         for _attempt in 0..5 {
             let dir = tempfile::Builder::new()
@@ -91,6 +108,7 @@ impl Cluster {
                 base,
                 dir,
                 module,
+                module_args,
             };
             let out = cluster
                 .command("start")
@@ -127,7 +145,8 @@ impl Cluster {
                 } else {
                     PathBuf::from("none")
                 },
-            );
+            )
+            .env("MODULE_ARGS", self.module_args);
         cmd
     }
 
@@ -1290,4 +1309,121 @@ fn atomic_slot_migration(flavor: Flavor) {
         migrated_ms - migrate_ms,
         still.len()
     );
+}
+
+/// What a compact log is, as the node holding it sees it: its digest, its
+/// expiry and what a PEEK says (but the reset time, which runs with the
+/// clock).
+fn compact_state(c: &mut Connection, key: &str) -> (String, i64, [i64; 4]) {
+    let t: String = redis::cmd("TYPE").arg(key).query(c).unwrap();
+    assert_eq!(t, "slidewlog", "{key}");
+    let expiry: i64 = redis::cmd("PEXPIRETIME").arg(key).query(c).unwrap();
+    let d = detail(c, "SLIDEWIN.PEEK", &[key, "5", "600000"]);
+    (digest_value(c, key), expiry, [d[0], d[1], d[2], d[3]])
+}
+
+/// The same logs on two nodes: equal digests and PEEKs, expiries within a
+/// millisecond or two (MIGRATE and slot migration carry a relative TTL,
+/// which the target adds to its own clock; for sorted sets too).
+fn assert_same_logs(a: &[(String, i64, [i64; 4])], b: &[(String, i64, [i64; 4])], how: &str) {
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(b) {
+        assert_eq!((&x.0, x.2), (&y.0, y.2), "{how}");
+        assert!((x.1 - y.1).abs() <= 2, "{how}: expiry {} vs {}", x.1, y.1);
+    }
+}
+
+/// Compact logs in a slot moved by `MIGRATE` (SETSLOT IMPORTING/MIGRATING,
+/// the keys, SETSLOT NODE) and back by `CLUSTER MIGRATESLOTS` where the
+/// server has it: the same digest, expiry and decisions on the new owner.
+fn compact_migration(flavor: Flavor) {
+    let cluster = Cluster::start_compact(flavor);
+    let keys: Vec<String> = (0..8).map(|i| format!("{{cm}}k:{i}")).collect();
+    let mut any = cluster.conn(cluster.base);
+    let slot = keyslot(&mut any, &keys[0]);
+    let (source, source_id) = cluster.owner(slot);
+    let (target, target_id, _) = cluster
+        .masters(cluster.base)
+        .into_iter()
+        .find(|(p, _, _)| *p != source)
+        .expect("target");
+    let mut src = cluster.conn(source);
+    let mut tgt = cluster.conn(target);
+    for (i, k) in keys.iter().enumerate() {
+        for _ in 0..=(i % 4) {
+            let _: i64 = redis::cmd("SLIDEWIN.CHECK")
+                .arg(k)
+                .arg(5)
+                .arg(600_000)
+                .arg("COST")
+                .arg(1 + i % 2)
+                .query(&mut src)
+                .unwrap();
+        }
+    }
+    let before: Vec<_> = keys.iter().map(|k| compact_state(&mut src, k)).collect();
+    let setslot = |c: &mut Connection, how: &str, id: &str| {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(how)
+            .arg(id)
+            .query(c)
+            .unwrap();
+    };
+    setslot(&mut tgt, "IMPORTING", &source_id);
+    setslot(&mut src, "MIGRATING", &target_id);
+    let mut migrate = redis::cmd("MIGRATE");
+    migrate
+        .arg("127.0.0.1")
+        .arg(target)
+        .arg("")
+        .arg(0)
+        .arg(5000)
+        .arg("KEYS");
+    for k in &keys {
+        migrate.arg(k);
+    }
+    let ok: String = migrate.query(&mut src).unwrap();
+    assert_eq!(ok, "OK");
+    setslot(&mut tgt, "NODE", &target_id);
+    setslot(&mut src, "NODE", &target_id);
+    let after: Vec<_> = keys.iter().map(|k| compact_state(&mut tgt, k)).collect();
+    assert_same_logs(&after, &before, "MIGRATE carried every log");
+    // The logs go on deciding on their new owner.
+    assert_eq!(check_on(&mut tgt, &keys[0]).unwrap(), 1);
+    assert_eq!(
+        detail(&mut tgt, "SLIDEWIN.PEEK", &[&keys[0], "5", "600000"])[2],
+        before[0].2[2] - 1
+    );
+    if !has_migrateslots(&mut tgt) {
+        eprintln!(
+            "compact logs ({flavor:?}): no CLUSTER MIGRATESLOTS on this server; MIGRATE only"
+        );
+        return;
+    }
+    let moved_once: Vec<_> = keys.iter().map(|k| compact_state(&mut tgt, k)).collect();
+    let ok: String = redis::cmd("CLUSTER")
+        .arg("MIGRATESLOTS")
+        .arg("SLOTSRANGE")
+        .arg(slot)
+        .arg(slot)
+        .arg("NODE")
+        .arg(&source_id)
+        .query(&mut tgt)
+        .unwrap_or_else(|e| panic!("MIGRATESLOTS refused: {e}"));
+    assert_eq!(ok, "OK");
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            migration_state(&mut tgt).as_deref() == Some("success")
+        }),
+        "the migration did not succeed: {:?}",
+        migration_state(&mut tgt)
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || cluster.owner(slot).0 == source),
+        "the slot is back on its first owner"
+    );
+    let back: Vec<_> = keys.iter().map(|k| compact_state(&mut src, k)).collect();
+    assert_same_logs(&back, &moved_once, "MIGRATESLOTS carried every log");
 }

@@ -48,15 +48,6 @@ fn key_type(c: &mut Connection, key: &str) -> String {
     redis::cmd("TYPE").arg(key).query(c).expect("TYPE")
 }
 
-fn digest_value(c: &mut Connection, key: &str) -> String {
-    let v: Vec<String> = redis::cmd("DEBUG")
-        .arg("DIGEST-VALUE")
-        .arg(key)
-        .query(c)
-        .expect("DEBUG DIGEST-VALUE");
-    v.join(",")
-}
-
 fn pexpiretime(c: &mut Connection, key: &str) -> i64 {
     redis::cmd("PEXPIRETIME")
         .arg(key)

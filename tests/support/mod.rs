@@ -857,6 +857,17 @@ pub fn digest(c: &mut Connection) -> String {
         .expect("DEBUG DIGEST")
 }
 
+/// `DEBUG DIGEST-VALUE key`, joined: the value's digest (it covers whether
+/// the key expires).
+pub fn digest_value(c: &mut Connection, key: &str) -> String {
+    let v: Vec<String> = redis::cmd("DEBUG")
+        .arg("DIGEST-VALUE")
+        .arg(key)
+        .query(c)
+        .expect("DEBUG DIGEST-VALUE");
+    v.join(",")
+}
+
 /// Declares one test per server: `mod redis_7_0 { fn name() }`, and the same
 /// in `redis_8_2`, `valkey_8_1` and `valkey_9_1`, each calling `body(Flavor)`.
 #[macro_export]
