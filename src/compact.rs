@@ -85,7 +85,7 @@ impl std::fmt::Display for DecodeError {
 /// (an insert out of order, an UNDO, the boundary of a trim), so this bounds
 /// that work; fewer, larger chunks spend less on each chunk's summary.
 #[cfg(not(test))]
-pub const CHUNK_RUNS: usize = 128;
+pub const CHUNK_RUNS: usize = 1024;
 /// In the unit tests, tiny chunks: every property test crosses chunk
 /// boundaries many times (inserts, splits, trims and UNDOs across them).
 #[cfg(test)]
@@ -97,12 +97,17 @@ pub const CHUNK_RUNS: usize = 3;
 /// The summaries answer most queries without decoding.
 #[derive(Debug, Clone)]
 struct Chunk {
-    /// The score and first member of the chunk's first run: the state the
-    /// first record is read from.
+    /// The state the first live record is read from: the score and one
+    /// more than the last member of the record before it (for a new chunk,
+    /// its first run's score and first member).
     base_score: i64,
     base_id: i64,
-    /// The records of every run but the last.
+    /// The records of every run but the last, from `start` on: a trim
+    /// steps `start` past expired records instead of rewriting the bytes.
     bytes: Vec<u8>,
+    start: usize,
+    /// The score of the first live run.
+    first_score: i64,
     /// The state after the last record (the last encoded run's score and
     /// one more than its last member).
     tail_score: i64,
@@ -124,6 +129,8 @@ impl Chunk {
             base_score: run.score,
             base_id: run.first,
             bytes: Vec::new(),
+            start: 0,
+            first_score: run.score,
             tail_score: run.score,
             tail_expected: run.first,
             last: run,
@@ -146,7 +153,7 @@ impl Chunk {
     }
 
     fn first_score(&self) -> i64 {
-        self.base_score
+        self.first_score
     }
 
     fn last_score(&self) -> i64 {
@@ -174,7 +181,7 @@ impl Chunk {
         let mut out = Vec::with_capacity(self.runs as usize);
         let mut r = Reader {
             bytes: &self.bytes,
-            at: 0,
+            at: self.start,
         };
         let (mut score, mut expected) = (self.base_score, self.base_id);
         // The bytes are this code's own: a record always reads back.
@@ -186,6 +193,48 @@ impl Chunk {
         }
         out.push(self.last);
         out
+    }
+
+    /// Removes the runs scored at or below `cutoff_ms` from the front, by
+    /// stepping past their records (the last run must be above it: the
+    /// caller drops a chunk it covers whole); returns the entries removed.
+    /// The dead bytes are given back once they outweigh the live ones, so
+    /// the work stays proportional to what expires.
+    fn trim_front(&mut self, cutoff_ms: i64) -> u64 {
+        let mut removed = 0u64;
+        let mut r = Reader {
+            bytes: &self.bytes,
+            at: self.start,
+        };
+        let (mut score, mut expected) = (self.base_score, self.base_id);
+        loop {
+            if r.at >= r.bytes.len() {
+                self.first_score = self.last.score;
+                break;
+            }
+            let Ok(run) = read_run(&mut r, &mut score, &mut expected) else {
+                break;
+            };
+            if run.score > cutoff_ms {
+                self.first_score = run.score;
+                break;
+            }
+            self.start = r.at;
+            self.base_score = score;
+            self.base_id = expected;
+            self.runs = self.runs.saturating_sub(1);
+            self.entries = self.entries.saturating_sub(run.count);
+            removed = removed.saturating_add(run.count);
+        }
+        let dead = self.start;
+        if dead > 0 && dead >= self.bytes.len().saturating_sub(dead) {
+            self.bytes.drain(..dead);
+            self.start = 0;
+            if self.bytes.capacity() > 2 * self.bytes.len() + 16 {
+                self.bytes.shrink_to_fit();
+            }
+        }
+        removed
     }
 
     /// Whether member `id` may be in the chunk.
@@ -279,10 +328,11 @@ impl CompactLog {
 
     /// A log of `runs` (in score order, members unique), cut into chunks.
     fn from_runs(runs: &[Run], expire_at_ms: Option<i64>) -> CompactLog {
-        let chunks: Vec<Chunk> = runs
+        let mut chunks: Vec<Chunk> = runs
             .chunks(CHUNK_RUNS)
             .filter_map(Chunk::from_runs)
             .collect();
+        chunks.shrink_to_fit();
         CompactLog {
             entries: chunks.iter().map(|c| c.entries).sum(),
             max_id: chunks.iter().map(|c| c.max_id).max(),
@@ -479,6 +529,11 @@ impl CompactLog {
                     if let Some(c) = self.chunks.last_mut() {
                         c.bytes.shrink_to_fit();
                     }
+                    // Grow by a quarter, not double: a small log keeps one
+                    // chunk's room, a large one at most a quarter spare.
+                    if self.chunks.len() == self.chunks.capacity() {
+                        self.chunks.reserve_exact((self.chunks.len() / 4).max(1));
+                    }
                     self.chunks.push(Chunk::of(run));
                 }
             }
@@ -630,14 +685,11 @@ impl WindowLog for CompactLog {
     fn trim(&mut self, cutoff_ms: i64) -> Result<u64, Self::Error> {
         let whole = self.chunks.partition_point(|c| c.last_score() <= cutoff_ms);
         let mut removed: u64 = self.chunks.drain(..whole).map(|c| c.entries).sum();
-        // The chunk the cutoff falls in, if any: decoded and cut.
-        if let Some(c) = self.chunks.first() {
+        // The chunk the cutoff falls in, if any: its expired records are
+        // stepped over, not rewritten.
+        if let Some(c) = self.chunks.first_mut() {
             if c.first_score() <= cutoff_ms {
-                let runs = c.decode();
-                let at = runs.partition_point(|r| r.score <= cutoff_ms);
-                let gone: u64 = runs.iter().take(at).map(|r| r.count).sum();
-                removed = removed.saturating_add(gone);
-                self.replace_chunk(0, runs.get(at..).unwrap_or(&[]));
+                removed = removed.saturating_add(c.trim_front(cutoff_ms));
             }
         }
         self.entries = self.entries.saturating_sub(removed);
