@@ -578,6 +578,11 @@ impl CompactLog {
         out
     }
 
+    /// How many heap blocks freeing the log releases.
+    pub fn blocks(&self) -> usize {
+        self.chunks.len().saturating_add(1)
+    }
+
     /// The bytes the log's heap blocks ask for (their capacities; the
     /// allocator may round each up).
     pub fn heap_bytes(&self) -> usize {

@@ -23,6 +23,7 @@ on_every_server! {
     apply_checks_every_argument_and_changes_nothing_on_error => apply_checks;
     hostile_restore_payloads_are_refused => hostile_restore;
     the_setting_is_fixed_at_load_and_the_default_mode_is_unchanged => setting;
+    memory_is_about_two_bytes_an_entry_and_frees_off_the_main_thread => memory;
 }
 
 fn compact(flavor: Flavor) -> Options {
@@ -816,4 +817,95 @@ fn setting(flavor: Flavor) {
         log.contains("log-type must be zset or compact, got 'list'"),
         "{log}"
     );
+}
+
+/// Fills `key` with `n` entries arriving as a Poisson stream at `per_hour`
+/// (seeded), through the effect command, ending now.
+fn poisson_log(c: &mut Connection, key: &str, n: usize, per_hour: f64, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mean_gap_ms = 3_600_000.0 / per_hour;
+    let gaps: Vec<i64> = (0..n)
+        .map(|_| {
+            let u: f64 = rng.random_range(f64::EPSILON..1.0);
+            ((-u.ln() * mean_gap_ms) as i64).max(1)
+        })
+        .collect();
+    let mut t = server_ms(c) - gaps.iter().sum::<i64>();
+    let mut pipe = redis::pipe();
+    for (i, gap) in gaps.iter().enumerate() {
+        t += gap;
+        pipe.cmd("SLIDEWIN.APPLY")
+            .arg(key)
+            .arg("ADD")
+            .arg(t)
+            .arg(i + 1)
+            .arg(1)
+            .ignore();
+    }
+    pipe.cmd("PEXPIREAT").arg(key).arg(t + 3_600_000).ignore();
+    let _: () = pipe.query(c).unwrap();
+}
+
+fn memory_usage(c: &mut Connection, key: &str) -> i64 {
+    redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(key)
+        .arg("SAMPLES")
+        .arg(0)
+        .query(c)
+        .unwrap()
+}
+
+/// Issue "compact log"'s memory targets, by the server's own MEMORY USAGE
+/// (what the allocator gave): about two bytes an entry, a call's cost one
+/// record. Then the largest logs are freed by UNLINK and FLUSHALL ASYNC,
+/// which free them off the main thread.
+fn memory(flavor: Flavor) {
+    let server = compact(flavor).arg("lazyfree-lazy-user-del", "no").start();
+    let mut c = server.conn();
+    for (n, per_hour, most) in [(10_000usize, 10_000.0, 2.0), (1_000, 1_000.0, 3.0)] {
+        let key = format!("poisson:{n}");
+        poisson_log(&mut c, &key, n, per_hour, 42);
+        let peek = detail(&mut c, "SLIDEWIN.PEEK", &[&key, "100000", "3600000"]);
+        assert_eq!(peek[2], 100_000 - n as i64, "{key} holds {n} entries");
+        let used = memory_usage(&mut c, &key);
+        let per_entry = used as f64 / n as f64;
+        eprintln!("{flavor:?}: {n} entries at {per_hour}/h take {used} B ({per_entry:.2} B/entry)");
+        assert!(
+            per_entry <= most,
+            "{n} entries: {used} B, {per_entry:.2} B/entry (target {most})"
+        );
+    }
+    // A call's cost is one run: COST 10000 adds a few bytes, not 10000 entries' worth.
+    assert_eq!(check(&mut c, "one", 5, 60_000), 1);
+    let small = memory_usage(&mut c, "one");
+    let _: i64 = redis::cmd("SLIDEWIN.CHECK")
+        .arg("one")
+        .arg(100_000)
+        .arg(60_000)
+        .arg("COST")
+        .arg(10_000)
+        .query(&mut c)
+        .unwrap();
+    let big = memory_usage(&mut c, "one");
+    assert!(big - small < 64, "COST 10000: {small} B then {big} B");
+    // Large logs freed off the main thread, then the server still serves.
+    for i in 0..4 {
+        poisson_log(&mut c, &format!("free:{i}"), 20_000, 40_000.0, i);
+    }
+    let n: i64 = redis::cmd("UNLINK")
+        .arg("free:0")
+        .arg("free:1")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 2);
+    let _: () = redis::cmd("FLUSHALL").arg("ASYNC").query(&mut c).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || {
+        info_field(&mut c, "memory", "lazyfree_pending_objects").as_deref() == Some("0")
+    }));
+    let freed: i64 = info_field(&mut c, "memory", "lazyfreed_objects")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(freed >= 2, "lazily freed objects: {freed}");
+    assert_eq!(check(&mut c, "after", 1, 60_000), 1);
 }
