@@ -38,9 +38,10 @@ class Server:
     """A server process on a free port in a temp dir, stopped gracefully,
     then killed; every wait has a deadline."""
 
-    def __init__(self, name: str, module: bool = True, port: int = 0, args=()):
+    def __init__(self, name: str, module: bool = True, port: int = 0, args=(), module_args=()):
         self.name = name
         self.module = module
+        self.module_args = list(module_args)  # after the module's path
         self.args = list(args)  # more server arguments, on every start
         self.dir = tempfile.mkdtemp(prefix="slidewin-py-")
         self.port = port or free_port()
@@ -56,7 +57,7 @@ class Server:
         if self.module:
             if not os.path.isfile(MODULE):
                 pytest.fail(f"module not built at {MODULE}: run make build")
-            args += ["--loadmodule", MODULE]
+            args += ["--loadmodule", MODULE] + self.module_args
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if not wait:
             return
@@ -121,6 +122,26 @@ def server(request):
     s = Server(request.param)
     yield s
     s.close()
+
+
+@pytest.fixture(params=[(name, log_type) for name in SERVERS for log_type in ("zset", "compact")],
+                ids=[f"{name}-{log_type}" for name in SERVERS for log_type in ("zset", "compact")])
+def store_server(request):
+    """Each server with the module, keys as sorted sets (the default) and
+    as compact logs (`log-type compact`): the client must not care."""
+    name, log_type = request.param
+    s = Server(name, module_args=["log-type", log_type])
+    s.log_type = log_type
+    s.key_type = {"zset": "zset", "compact": "slidewlog"}[log_type]
+    yield s
+    s.close()
+
+
+def entries(r: redis.Redis, key: str) -> int:
+    """How many entries `key`'s log holds, whichever store holds it (a
+    PEEK under a limit far above them: remaining = limit - entries)."""
+    limit = 100_000
+    return limit - r.execute_command("SLIDEWIN.PEEK", key, limit, 3_600_000)[2]
 
 
 @pytest.fixture(params=SERVERS)

@@ -9,13 +9,16 @@ import time
 import redis
 import redis.asyncio
 from slidewin import ALLOW, DENY, FALLBACK, FUNCTION, LOCAL, LOCAL_CACHE, REDIS, AsyncLimiter, Limiter, Rule, merge_top
+from conftest import entries
 
 
-def test_check_allows_then_denies_with_details(server):
+def test_check_allows_then_denies_with_details(store_server):
+    server = store_server
     lim = Limiter(server.client())
     first = lim.check("sms:limit:203.0.113.7", 2, 60_000)
     assert (first.allowed, first.limit, first.remaining, first.source) == (True, 2, 1, REDIS)
     assert first.members == ("1",) and first.reset_after_ms == 60_000
+    assert server.client().type("sms:limit:203.0.113.7") == server.key_type
     assert lim.check("sms:limit:203.0.113.7", 2, 60_000).allowed
     denied = lim.check("sms:limit:203.0.113.7", 2, 60_000)
     assert (denied.allowed, denied.remaining, denied.source) == (False, 0, REDIS)
@@ -25,7 +28,8 @@ def test_check_allows_then_denies_with_details(server):
     assert not never.allowed and never.retry_after_ms == -1
 
 
-def test_check_all_peek_and_undo(server):
+def test_check_all_peek_and_undo(store_server):
+    server = store_server
     lim = Limiter(server.client())
     rules = [("{p}ip", 5, 60_000), ("{p}phone", 1, 60_000), Rule("{p}phone", 10, 86_400_000)]
     d = lim.check_all(rules)
@@ -42,7 +46,8 @@ def test_check_all_peek_and_undo(server):
     assert lim.undo(refused) == 0
 
 
-def test_a_blocked_caller_is_refused_without_round_trips(server):
+def test_a_blocked_caller_is_refused_without_round_trips(store_server):
+    server = store_server
     lim = Limiter(server.client())
     key = "sms:limit:198.51.100.1"
     assert lim.check(key, 1, 60_000).allowed
@@ -58,7 +63,8 @@ def test_a_blocked_caller_is_refused_without_round_trips(server):
     assert not Limiter(server.client()).check(key, 1, 60_000).allowed
 
 
-def test_sixteen_threads_on_one_key_never_exceed_the_limit(server):
+def test_sixteen_threads_on_one_key_never_exceed_the_limit(store_server):
+    server = store_server
     # 16 threads, 2400 calls, limit 50 in a window longer than the run:
     # exactly 50 are allowed, with or without the local cache.
     plain = Limiter(server.client(max_connections=32), cache_size=0)
@@ -79,7 +85,7 @@ def test_sixteen_threads_on_one_key_never_exceed_the_limit(server):
     for t in threads:
         t.join()
     assert len(allowed) == 50
-    assert server.client().zcard("hot") == 50
+    assert entries(server.client(), "hot") == 50
     members = [m for ms in allowed for m in ms]
     assert len(set(members)) == 50, "every allowed call got its own entry"
 
@@ -170,7 +176,8 @@ def test_unknown_command_errors_are_not_outages(server):
     assert lim.policy.breaker.state == "closed"
 
 
-def test_async_limiter(server):
+def test_async_limiter(store_server):
+    server = store_server
     async def run():
         lim = AsyncLimiter(redis.asyncio.Redis(port=server.port))
         a = await lim.check("async", 1, 60_000)
@@ -216,7 +223,8 @@ def test_top_of_a_node_through_the_client(server):
     assert merge_top([reply]) == [("t", 3, 0)]
 
 
-def test_undo_of_a_decision_without_members_is_a_no_op(server):
+def test_undo_of_a_decision_without_members_is_a_no_op(store_server):
+    server = store_server
     lim = Limiter(server.client())
     assert lim.check("u", 2, 60_000).allowed
     peeked = lim.peek("u", 2, 60_000)
@@ -238,7 +246,7 @@ def test_undo_of_a_decision_without_members_is_a_no_op(server):
     p, removed = asyncio.run(run())
     assert p.allowed and p.members == () and removed == 0
     assert server.calls("slidewin.undo") == before, "nothing was sent"
-    assert server.client().zcard("u") == 2, "nothing was given back"
+    assert entries(server.client(), "u") == 2, "nothing was given back"
 
 
 def test_a_wrong_password_is_raised_not_treated_as_an_outage(server):
