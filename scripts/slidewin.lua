@@ -135,9 +135,16 @@ local function fresh_members(keys, now, count)
     return out
 end
 
-local function is_wrong_type(key)
+-- The error for a key the library cannot use as a log, or nil: a compact
+-- log (the module's `slidewlog` type, with slidewin.log-type compact) is
+-- named as such; any other type is WRONGTYPE as the module answers.
+local function wrong_type(key)
     local t = redis.call('TYPE', key)['ok']
-    return t ~= 'zset' and t ~= 'none'
+    if t == 'zset' or t == 'none' then return nil end
+    if t == 'slidewlog' then
+        return 'ERR the key holds a compact log (slidewin.log-type compact): only the module\'s SLIDEWIN.* commands read it, not this library'
+    end
+    return WRONGTYPE
 end
 
 local function ms_until_expired(score, window, now)
@@ -240,7 +247,8 @@ local function check(keys, args, name, write)
     if e then return err(e) end
     local o, oe = parse_options(args, 3, write)
     if not o then return err(oe) end
-    if is_wrong_type(key) then return err(WRONGTYPE) end
+    local wt = wrong_type(key)
+    if wt then return err(wt) end
     local now = now_ms()
     local cutoff = now - window
     local n
@@ -307,7 +315,8 @@ local function mcheck(keys, args)
         end
     end
     for _, k in ipairs(distinct) do
-        if is_wrong_type(k) then return err(WRONGTYPE) end
+        local wt = wrong_type(k)
+        if wt then return err(wt) end
     end
     local now = now_ms()
     for _, k in ipairs(distinct) do
@@ -364,7 +373,8 @@ end
 
 local function undo(keys, args)
     if #keys ~= 1 or #args < 1 then return arity('slidewin.undo') end
-    if is_wrong_type(keys[1]) then return err(WRONGTYPE) end
+    local wt = wrong_type(keys[1])
+    if wt then return err(wt) end
     return redis.call('ZREM', keys[1], unpack(args))
 end
 

@@ -258,6 +258,19 @@ fn module_type(flavor: Flavor) {
             "{args:?}"
         );
     }
+    // The FUNCTION library names a compact log instead of failing on it.
+    load_function_library(&mut c);
+    for args in [
+        &["FCALL", "slidewin_check", "1", "k", "3", "60000"][..],
+        &["FCALL", "slidewin_mcheck", "1", "k", "3", "60000"],
+        &["FCALL", "slidewin_undo", "1", "k", "1"],
+    ] {
+        let got = text(&mut c, args);
+        assert!(
+            got.starts_with("ERR the key holds a compact log (slidewin.log-type compact)"),
+            "{args:?}: {got}"
+        );
+    }
     // The module's commands refuse other types as before.
     let _: () = redis::cmd("SET").arg("s").arg("v").query(&mut c).unwrap();
     assert!(text(&mut c, &["SLIDEWIN.CHECK", "s", "3", "1000"]).starts_with("WRONGTYPE"));

@@ -13,7 +13,6 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 
 use rand::rngs::StdRng;
@@ -35,18 +34,6 @@ const WIDE_FROM: i64 = 1 << 20;
 thread_local! {
     /// Short and wide member ids compared by this test's thread.
     static ID_KINDS: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
-}
-
-fn load_library(c: &mut Connection) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/slidewin.lua");
-    let code = std::fs::read_to_string(&path).expect("scripts/slidewin.lua");
-    let name: String = redis::cmd("FUNCTION")
-        .arg("LOAD")
-        .arg("REPLACE")
-        .arg(code)
-        .query(c)
-        .expect("FUNCTION LOAD");
-    assert_eq!(name, "slidewin");
 }
 
 /// The module's command and the function call for the same request.
@@ -85,7 +72,7 @@ fn both(kind: &str, keys: &[String], args: &[String], prefix: &str) -> redis::Cm
 fn errors(flavor: Flavor) {
     let server = Options::new(flavor).start();
     let mut c = server.conn();
-    load_library(&mut c);
+    load_function_library(&mut c);
     for k in ["{m}str", "{f}str"] {
         let _: () = redis::cmd("SET").arg(k).arg("v").query(&mut c).unwrap();
     }
@@ -237,7 +224,7 @@ fn wait_for_slot(c: &mut Connection) {
 fn sequences(flavor: Flavor) {
     let server = Options::new(flavor).start();
     let mut c = server.conn();
-    load_library(&mut c);
+    load_function_library(&mut c);
     let mut rng = StdRng::seed_from_u64(0x5117_e0a1);
     let keys = ["a", "b", "c"];
     let windows = ["300", "500", "700", "900"];
@@ -367,7 +354,7 @@ fn sequences(flavor: Flavor) {
 fn shared_keys(flavor: Flavor) {
     let server = Options::new(flavor).start();
     let mut c = server.conn();
-    load_library(&mut c);
+    load_function_library(&mut c);
     let key = "{s}live";
     let f = |c: &mut Connection| -> i64 {
         redis::cmd("FCALL")

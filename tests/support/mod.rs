@@ -868,6 +868,19 @@ pub fn digest_value(c: &mut Connection, key: &str) -> String {
     v.join(",")
 }
 
+/// Loads the FUNCTION library (scripts/slidewin.lua), replacing any copy.
+pub fn load_function_library(c: &mut Connection) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/slidewin.lua");
+    let code = std::fs::read_to_string(&path).expect("scripts/slidewin.lua");
+    let name: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(code)
+        .query(c)
+        .expect("FUNCTION LOAD");
+    assert_eq!(name, "slidewin");
+}
+
 /// Declares one test per server: `mod redis_7_0 { fn name() }`, and the same
 /// in `redis_8_2`, `valkey_8_1` and `valkey_9_1`, each calling `body(Flavor)`.
 #[macro_export]
