@@ -79,13 +79,14 @@ bench: build ## Benchmark CHECK against the floor, the Lua script and CL.THROTTL
 		$(PYTHON) bench/bench.py --server $$server --out bench/results-$$server.md $(BENCH_ARGS) || exit 1; \
 	done
 	@rm -f bench/instructions.md
-	@for server in $(BENCH_SERVERS); do \
-		$(PYTHON) bench/instructions.py --server $$server --out bench/instructions.md $(filter --cell=%,$(BENCH_ARGS)) $(INSTR_ARGS) || exit 1; \
-	done
+	@for server in $(BENCH_SERVERS); do for log in zset compact; do \
+		$(PYTHON) bench/instructions.py --server $$server --log-type $$log --out bench/instructions.md $(filter --cell=%,$(BENCH_ARGS)) $(INSTR_ARGS) || exit 1; \
+	done; done
 
 bench-smoke: build ## A short run of the benchmark (checks it works and stops its server; numbers are not meaningful)
 	$(PYTHON) bench/bench.py --scale 0.02 --rounds 1
-	$(PYTHON) bench/instructions.py --keys 20
+	$(PYTHON) bench/instructions.py --keys 20 --full-keys 1
+	$(PYTHON) bench/instructions.py --keys 20 --full-keys 1 --log-type compact
 	scripts/test-bench-stops.sh
 
 docker: ## Build the image (IMAGE, REDIS_IMAGE, RUST_IMAGE; pulls the base images)

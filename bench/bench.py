@@ -119,7 +119,7 @@ class Server:
     (valgrind); `timeout` is how long it may take to answer. It is stopped
     at exit if the caller did not stop it."""
 
-    def __init__(self, kind, cell=None, extra=(), wrapper=(), timeout=15):
+    def __init__(self, kind, cell=None, extra=(), wrapper=(), timeout=15, module_args=()):
         if not os.path.isfile(MODULE):
             sys.exit(f"module not built at {MODULE}: run `make build`")
         self.proc = None
@@ -127,7 +127,7 @@ class Server:
         self.port = free_port()
         args = [server_binary(kind), "--port", str(self.port), "--bind", "127.0.0.1",
                 "--dir", self.dir, "--save", "", "--appendonly", "no",
-                "--logfile", "server.log", "--loadmodule", MODULE]
+                "--logfile", "server.log", "--loadmodule", MODULE] + list(module_args)
         if cell:
             args += ["--loadmodule", os.path.abspath(cell)]
         self.r = redis.Redis(port=self.port, decode_responses=True)

@@ -13,9 +13,15 @@ Workloads, each on fresh keys, every call allowed:
 - CHECK: SLIDEWIN.CHECK k 5 60000, five calls per key (the SMS shape);
 - floor: ZADD k <now> <member> + PEXPIREAT k <at>: the same effects;
 - COST 5 and its floor: ZADD k with five members + PEXPIREAT;
-- CL.THROTTLE (redis-cell), when --cell gives the module.
+- CL.THROTTLE (redis-cell), when --cell gives the module;
+- CHECK on a full key: SLIDEWIN.CHECK k 100000 3600000 on keys already
+  holding 99,000 entries spread over the last hour (is the cost flat in the
+  limit?), against CHECK k 5 60000 above.
 
-Usage: bench/instructions.py [--server redis-7.0|...] [--keys 400] [--cell libredis_cell.so]
+With --log-type compact the module makes compact logs (the full keys are
+loaded with SLIDEWIN.APPLY LOG, the sorted sets with ZADD).
+
+Usage: bench/instructions.py [--server redis-7.0|...] [--keys 400] [--cell libredis_cell.so] [--log-type zset|compact]
 """
 
 import argparse
@@ -39,25 +45,54 @@ def totals(path):
     sys.exit(f"no totals in {path}")
 
 
+def varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def zigzag(v):
+    return (v << 1) ^ (v >> 63)
+
+
+def compact_payload(scores):
+    """The compact log encoding (src/compact.rs) of one entry per score,
+    members 1, 2, ... (scores ascending, gaps under 16384 ms)."""
+    out = bytearray([1, 0]) + varint(len(scores)) + varint(zigzag(scores[0]))
+    prev = scores[0]
+    for s in scores:
+        gap = s - prev
+        out += bytes([gap]) if gap < 128 else bytes([0x80 | (gap >> 8), gap & 0xFF])
+        prev = s
+    return bytes(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--server", choices=SERVERS, default="redis-7.0")
     ap.add_argument("--keys", type=int, default=400)
     ap.add_argument("--cell", help="path of redis-cell's module (libredis_cell.so)")
     ap.add_argument("--out", help="append the table (markdown) to this file")
+    ap.add_argument("--log-type", choices=["zset", "compact"], default="zset")
+    ap.add_argument("--full-keys", type=int, default=10, help="keys of the full-key workload")
     opts = ap.parse_args()
 
     wrapper = ["valgrind", "--tool=callgrind", "--toggle-collect=call",
                "--callgrind-out-file=callgrind.out.%p", "--dump-instr=no"]
-    srv = Server(opts.server, cell=opts.cell, wrapper=wrapper, timeout=120)
+    srv = Server(opts.server, cell=opts.cell, wrapper=wrapper, timeout=120,
+                 module_args=["log-type", opts.log_type])
     pid = srv.proc.pid
     rows = []
     try:
-        def measure(name, calls, per_call):
+        def measure(name, calls, per_call, keys=None):
             """Runs calls(pipe) for every key; returns instructions per call."""
+            keys = keys or opts.keys
             subprocess.run(["callgrind_control", "--zero", str(pid)], check=True, capture_output=True)
             pipe = srv.r.pipeline(transaction=False)
-            for k in range(opts.keys):
+            for k in range(keys):
                 calls(pipe, f"{name}:{k}")
                 if k % 50 == 49:
                     pipe.execute()
@@ -74,7 +109,7 @@ def main():
                     sys.exit("callgrind did not dump")
                 time.sleep(0.1)
             ir = totals(max(new, key=os.path.getmtime))
-            return ir / (opts.keys * per_call)
+            return ir / (keys * per_call)
 
         def now_ms():
             s, us = srv.r.time()
@@ -111,15 +146,36 @@ def main():
         cost_ir = measure("cost5", check_cost, 1)
         floor_cost_ir = measure("floorcost5", floor_cost, 1)
         cell_ir = measure("cell", throttle, 5) if opts.cell else None
-        rows.append(f"| {opts.server} {srv.version} | {check_ir:,.0f} | {floor_ir:,.0f} | {check_ir / floor_ir:.2f} | "
+
+        # Full keys: 99,000 entries over the last hour, 36 ms apart.
+        start = now_ms() - 3_564_000
+        scores = [start + 36 * i for i in range(99_000)]
+        for k in range(opts.full_keys):
+            key = f"full:{k}"
+            if opts.log_type == "compact":
+                srv.r.execute_command("SLIDEWIN.APPLY", key, "LOG", compact_payload(scores),
+                                      "PXAT", scores[-1] + 3_600_000)
+            else:
+                for at in range(0, len(scores), 10_000):
+                    srv.r.zadd(key, {str(i + 1): scores[i] for i in range(at, min(at + 10_000, len(scores)))})
+                srv.r.pexpireat(key, scores[-1] + 3_600_000)
+
+        def check_full(pipe, key):
+            for _ in range(5):
+                pipe.execute_command("SLIDEWIN.CHECK", key, 100_000, 3_600_000)
+
+        full_ir = measure("full", check_full, 5, keys=opts.full_keys)
+        rows.append(f"| {opts.server} {srv.version} ({opts.log_type}) | {check_ir:,.0f} | {floor_ir:,.0f} | {check_ir / floor_ir:.2f} | "
                     f"{cost_ir:,.0f} | {floor_cost_ir:,.0f} | {cost_ir / floor_cost_ir:.2f} | "
                     + (f"{cell_ir:,.0f} | {check_ir / cell_ir:.2f} |" if cell_ir else "not given | - |")
-                    + f" {check_off_ir:,.0f} | {check_ir / check_off_ir:.3f} |")
+                    + f" {check_off_ir:,.0f} | {check_ir / check_off_ir:.3f} |"
+                    + f" {full_ir:,.0f} | {full_ir / check_ir:.2f} |")
     finally:
         srv.stop()
-    header = ("| server | CHECK (instr/call) | floor ZADD+PEXPIREAT | × floor | CHECK COST 5 | floor ZADD 5 + PEXPIREAT "
-              "| × floor | CL.THROTTLE | CHECK × CL.THROTTLE | CHECK, TOP off | TOP on / off |\n"
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    header = ("| server (log type) | CHECK (instr/call) | floor ZADD+PEXPIREAT | × floor | CHECK COST 5 | floor ZADD 5 + PEXPIREAT "
+              "| × floor | CL.THROTTLE | CHECK × CL.THROTTLE | CHECK, TOP off | TOP on / off "
+              "| CHECK on a 99,000-entry key, limit 100,000 | × limit 5 |\n"
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(header)
     for r in rows:
         print(r)
