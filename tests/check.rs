@@ -31,6 +31,74 @@ on_every_server! {
     rdb_restart_without_module => rdb_restart;
 }
 
+thread_local! {
+    /// Set by the `on_compact_logs` tests: their servers make compact logs.
+    static COMPACT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A server for a test that runs on both stores: sorted sets, or compact
+/// logs (`log-type compact`) when called from `on_compact_logs`.
+fn start(flavor: Flavor) -> Server {
+    let opts = Options::new(flavor);
+    if COMPACT.with(|c| c.get()) {
+        opts.module_args(&["log-type", "compact"]).start()
+    } else {
+        opts.start()
+    }
+}
+
+/// The semantic tests that read only replies, entries, expiries and
+/// digests, again on compact logs (support's `entries` and `zcard` read
+/// those from their DUMP payloads).
+mod on_compact_logs {
+    use super::support;
+    use super::Flavor;
+
+    fn compact(body: fn(Flavor), flavor: Flavor) {
+        super::COMPACT.with(|c| c.set(true));
+        body(flavor);
+    }
+    fn window_slides(f: Flavor) {
+        compact(super::window_slides, f)
+    }
+    fn denied_keeps_ttl(f: Flavor) {
+        compact(super::denied_keeps_ttl, f)
+    }
+    fn expiry_follows_newest(f: Flavor) {
+        compact(super::expiry_follows_newest, f)
+    }
+    fn bad_arguments(f: Flavor) {
+        compact(super::bad_arguments, f)
+    }
+    fn wrong_arity(f: Flavor) {
+        compact(super::wrong_arity, f)
+    }
+    fn wrongtype(f: Flavor) {
+        compact(super::wrongtype, f)
+    }
+    fn binary_keys(f: Flavor) {
+        compact(super::binary_keys, f)
+    }
+    fn multi_exec(f: Flavor) {
+        compact(super::multi_exec, f)
+    }
+    fn from_lua(f: Flavor) {
+        compact(super::from_lua, f)
+    }
+
+    crate::on_every_server! {
+        window_slides => window_slides;
+        denied_calls_add_nothing_and_keep_the_ttl => denied_keeps_ttl;
+        expiry_is_newest_score_plus_window => expiry_follows_newest;
+        bad_arguments_are_refused_and_change_nothing => bad_arguments;
+        wrong_arity_is_worded_by_the_server => wrong_arity;
+        wrongtype_on_other_types => wrongtype;
+        binary_keys => binary_keys;
+        multi_exec_admits_exactly_the_limit => multi_exec;
+        callable_from_lua => from_lua;
+    }
+}
+
 fn pexpiretime(c: &mut Connection, key: &[u8]) -> i64 {
     redis::cmd("PEXPIRETIME")
         .arg(key)
@@ -67,7 +135,7 @@ fn sms_example(flavor: Flavor) {
 }
 
 fn window_slides(flavor: Flavor) {
-    let server = Options::new(flavor).start();
+    let server = start(flavor);
     let mut c = server.conn();
     let key = "slide";
     let window = 2_000;
@@ -151,7 +219,7 @@ fn boundary(flavor: Flavor) {
 }
 
 fn denied_keeps_ttl(flavor: Flavor) {
-    let server = Options::new(flavor).start();
+    let server = start(flavor);
     let mut c = server.conn();
     let key = b"deny";
     assert_eq!(check_raw(&mut c, &[key, b"2", b"100000"]).unwrap(), 1);
@@ -166,7 +234,7 @@ fn denied_keeps_ttl(flavor: Flavor) {
 }
 
 fn expiry_follows_newest(flavor: Flavor) {
-    let server = Options::new(flavor).start();
+    let server = start(flavor);
     let mut c = server.conn();
     let key = b"exp";
     for _ in 0..4 {
@@ -242,7 +310,7 @@ fn foreign_sorted_set(flavor: Flavor) {
 }
 
 fn bad_arguments(flavor: Flavor) {
-    let server = Options::new(flavor).start();
+    let server = start(flavor);
     let mut c = server.conn();
     const LIMIT: &str = "ERR limit must be an integer between 1 and 100000";
     const WINDOW: &str = "ERR window_ms must be an integer between 1 and 31622400000";
@@ -291,7 +359,7 @@ fn bad_arguments(flavor: Flavor) {
 }
 
 fn wrong_arity(flavor: Flavor) {
-    let server = Options::new(flavor).start();
+    let server = start(flavor);
     let mut c = server.conn();
     let expected = "ERR wrong number of arguments for 'slidewin.check' command";
     for args in [&[][..], &[&b"k"[..]][..], &[&b"k"[..], b"5"][..]] {
@@ -304,7 +372,7 @@ fn wrong_arity(flavor: Flavor) {
 }
 
 fn wrongtype(flavor: Flavor) {
-    let server = Options::new(flavor).start();
+    let server = start(flavor);
     let mut c = server.conn();
     let _: () = redis::cmd("SET").arg("str").arg("v").query(&mut c).unwrap();
     let _: i64 = redis::cmd("RPUSH")
@@ -331,7 +399,7 @@ fn wrongtype(flavor: Flavor) {
 }
 
 fn binary_keys(flavor: Flavor) {
-    let server = Options::new(flavor).start();
+    let server = start(flavor);
     let mut c = server.conn();
     let key: &[u8] = b"bin\x00\xff\xfe\r\n key";
     let other: &[u8] = b"bin\x00\xff\xfe\r\n kez";
@@ -415,7 +483,7 @@ fn seed_script_keys(flavor: Flavor) {
 }
 
 fn multi_exec(flavor: Flavor) {
-    let server = Options::new(flavor).start();
+    let server = start(flavor);
     let mut c = server.conn();
     let mut pipe = redis::pipe();
     pipe.atomic();
@@ -434,7 +502,7 @@ fn multi_exec(flavor: Flavor) {
 }
 
 fn from_lua(flavor: Flavor) {
-    let server = Options::new(flavor).start();
+    let server = start(flavor);
     let mut c = server.conn();
     let script = "return redis.call('SLIDEWIN.CHECK', KEYS[1], ARGV[1], ARGV[2])";
     let replies: Vec<i64> = (0..3)
