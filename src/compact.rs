@@ -163,6 +163,11 @@ impl Chunk {
     /// Appends `run` (scored at or after the last run), closing the last.
     fn push(&mut self, run: Run) {
         let closed = self.last;
+        // Room for one more record (at most 31 bytes), grown by a quarter
+        // rather than doubled: the open chunk's spare room is memory too.
+        if self.bytes.capacity() - self.bytes.len() < 32 {
+            self.bytes.reserve_exact((self.bytes.len() / 4).max(32));
+        }
         put_run(
             &mut self.bytes,
             &mut self.tail_score,
@@ -301,10 +306,10 @@ fn read_run(r: &mut Reader<'_>, score: &mut i64, expected: &mut i64) -> Result<R
     })
 }
 
-/// The log: chunks of runs in score order, their total, an upper bound of
-/// the members, and the expiry.
+/// A log as chunks of runs in score order, their total, an upper bound of
+/// the members, and the expiry (see [`CompactLog`] for when it is used).
 #[derive(Debug, Clone, Default)]
-pub struct CompactLog {
+struct Chunked {
     chunks: Vec<Chunk>,
     entries: u64,
     /// No member is greater (a bound, not the maximum: removals leave it).
@@ -314,7 +319,7 @@ pub struct CompactLog {
 
 /// Equal when they hold the same runs in the same order and expire alike,
 /// however the runs are cut into chunks.
-impl PartialEq for CompactLog {
+impl PartialEq for Chunked {
     fn eq(&self, other: &Self) -> bool {
         self.entries == other.entries
             && self.expire_at_ms == other.expire_at_ms
@@ -322,21 +327,17 @@ impl PartialEq for CompactLog {
     }
 }
 
-impl Eq for CompactLog {}
+impl Eq for Chunked {}
 
-impl CompactLog {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
+impl Chunked {
     /// A log of `runs` (in score order, members unique), cut into chunks.
-    fn from_runs(runs: &[Run], expire_at_ms: Option<i64>) -> CompactLog {
+    fn from_runs(runs: &[Run], expire_at_ms: Option<i64>) -> Chunked {
         let mut chunks: Vec<Chunk> = runs
             .chunks(CHUNK_RUNS)
             .filter_map(Chunk::from_runs)
             .collect();
         chunks.shrink_to_fit();
-        CompactLog {
+        Chunked {
             entries: chunks.iter().map(|c| c.entries).sum(),
             max_id: chunks.iter().map(|c| c.max_id).max(),
             chunks,
@@ -356,6 +357,16 @@ impl CompactLog {
     /// The number of entries.
     pub fn count_entries(&self) -> u64 {
         self.entries
+    }
+
+    /// The score of the oldest entry, if any.
+    fn oldest_score(&self) -> Option<i64> {
+        self.chunks.first().map(|c| c.first_score())
+    }
+
+    /// The number of runs.
+    fn run_count(&self) -> usize {
+        self.chunks.iter().map(|c| c.runs as usize).sum()
     }
 
     /// Sets the expiry the encoding carries.
@@ -624,7 +635,7 @@ impl CompactLog {
 
     /// Decodes bytes from anywhere (RDB, RESTORE, a client): a log that
     /// holds every invariant, or why not.
-    pub fn decode(bytes: &[u8]) -> Result<CompactLog, DecodeError> {
+    pub fn decode(bytes: &[u8]) -> Result<Chunked, DecodeError> {
         let mut r = Reader { bytes, at: 0 };
         let version = r.byte()?;
         if version != VERSION {
@@ -665,7 +676,287 @@ impl CompactLog {
         if ranges.windows(2).any(|w| w[1].0 <= w[0].1) {
             return Err(DecodeError::Invalid);
         }
-        Ok(CompactLog::from_runs(&runs, expire_at_ms))
+        Ok(Chunked::from_runs(&runs, expire_at_ms))
+    }
+}
+
+/// Logs of at most this many runs are held as their encoding alone, one
+/// small block (a `limit 5` key costs about what its sorted set costs);
+/// larger ones as chunks. A chunked log goes back to the small form when it
+/// falls to half of this.
+#[cfg(not(test))]
+pub const SMALL_RUNS: usize = 32;
+/// In the unit tests, two: every property test moves between both forms.
+#[cfg(test)]
+pub const SMALL_RUNS: usize = 2;
+
+#[derive(Debug, Clone)]
+enum Repr {
+    /// The encoding (empty: an empty log without an expiry).
+    Small(Vec<u8>),
+    Large(Box<Chunked>),
+}
+
+/// The compact log: a small log as its encoding, a larger one in chunks.
+#[derive(Debug, Clone)]
+pub struct CompactLog {
+    repr: Repr,
+    /// Held as chunks until [`CompactLog::settle`]: a command asks a log
+    /// several questions, and a small log is decoded once for all of them.
+    held: bool,
+}
+
+impl Default for CompactLog {
+    fn default() -> Self {
+        CompactLog {
+            repr: Repr::Small(Vec::new()),
+            held: false,
+        }
+    }
+}
+
+/// Equal when they hold the same runs in the same order and expire alike,
+/// whichever form holds them.
+impl PartialEq for CompactLog {
+    fn eq(&self, other: &Self) -> bool {
+        *self.view() == *other.view()
+    }
+}
+
+impl Eq for CompactLog {}
+
+/// The small form of a log.
+fn small_bytes(c: &Chunked) -> Vec<u8> {
+    if c.entries == 0 && c.expire_at_ms.is_none() {
+        return Vec::new();
+    }
+    let mut b = c.encode();
+    b.shrink_to_fit();
+    b
+}
+
+impl CompactLog {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The log as chunks: borrowed when chunked, decoded when small.
+    fn view(&self) -> std::borrow::Cow<'_, Chunked> {
+        match &self.repr {
+            Repr::Large(c) => std::borrow::Cow::Borrowed(c),
+            // The bytes are this code's own encoding: they decode.
+            Repr::Small(b) if b.is_empty() => std::borrow::Cow::Owned(Chunked::default()),
+            Repr::Small(b) => std::borrow::Cow::Owned(Chunked::decode(b).unwrap_or_default()),
+        }
+    }
+
+    /// Runs `f` on the log as chunks, then keeps it in the form its size
+    /// calls for.
+    fn edit<R>(&mut self, f: impl FnOnce(&mut Chunked) -> R) -> R {
+        match &mut self.repr {
+            Repr::Large(c) => {
+                let r = f(c);
+                if !self.held && c.run_count() <= SMALL_RUNS / 2 {
+                    let b = small_bytes(c);
+                    self.repr = Repr::Small(b);
+                }
+                r
+            }
+            Repr::Small(b) => {
+                let mut c = if b.is_empty() {
+                    Chunked::default()
+                } else {
+                    Chunked::decode(b).unwrap_or_default()
+                };
+                let r = f(&mut c);
+                self.repr = if c.run_count() <= SMALL_RUNS {
+                    Repr::Small(small_bytes(&c))
+                } else {
+                    Repr::Large(Box::new(c))
+                };
+                r
+            }
+        }
+    }
+
+    /// Holds the log as chunks until `settle` (a small log is decoded once
+    /// for the whole command instead of once a question).
+    pub fn expand(&mut self) {
+        if let Repr::Small(b) = &self.repr {
+            let c = if b.is_empty() {
+                Chunked::default()
+            } else {
+                Chunked::decode(b).unwrap_or_default()
+            };
+            self.repr = Repr::Large(Box::new(c));
+        }
+        self.held = true;
+    }
+
+    /// Ends `expand`: a log small enough goes back to its small form.
+    pub fn settle(&mut self) {
+        self.held = false;
+        if let Repr::Large(c) = &self.repr {
+            if c.run_count() <= SMALL_RUNS {
+                let b = small_bytes(c);
+                self.repr = Repr::Small(b);
+            }
+        }
+    }
+
+    /// The runs, in score order.
+    pub fn runs(&self) -> Vec<Run> {
+        self.view().runs()
+    }
+
+    /// The number of entries.
+    pub fn count_entries(&self) -> u64 {
+        self.view().count_entries()
+    }
+
+    /// Sets the expiry the encoding carries.
+    pub fn set_expiry(&mut self, at_ms: i64) {
+        self.edit(|c| c.set_expiry(at_ms))
+    }
+
+    /// The absolute expiry set by the last `expire_at`, if any.
+    pub fn expire_at_ms(&self) -> Option<i64> {
+        self.view().expire_at_ms()
+    }
+
+    /// Every entry as (score, member), in score order (tests and digests).
+    pub fn entries(&self) -> impl Iterator<Item = (i64, i64)> {
+        self.view().entries().collect::<Vec<_>>().into_iter()
+    }
+
+    /// Removes member `id` (SLIDEWIN.UNDO); returns whether it was there.
+    pub fn remove(&mut self, id: i64) -> bool {
+        if !self.view().holds_above(id, i64::MIN) {
+            return false;
+        }
+        self.edit(|c| c.remove(id))
+    }
+
+    /// See [`Chunked::canonical_runs`].
+    pub fn canonical_runs(&self) -> Vec<Run> {
+        self.view().canonical_runs()
+    }
+
+    /// Whether member `id` is in the log and scored above `cutoff_ms`.
+    pub fn holds_above(&self, id: i64, cutoff_ms: i64) -> bool {
+        self.view().holds_above(id, cutoff_ms)
+    }
+
+    /// Whether any member of `first ..= last` is scored above `cutoff_ms`.
+    pub fn overlaps_above(&self, first: i64, last: i64, cutoff_ms: i64) -> bool {
+        self.view().overlaps_above(first, last, cutoff_ms)
+    }
+
+    /// Adds a whole run whose members the caller checked are free and
+    /// valid (see `effect.rs`), joining the run before it as `add` would.
+    pub fn add_run(&mut self, run: Run) {
+        self.edit(|c| c.add_run(run))
+    }
+
+    /// Every heap block the log owns besides the value itself.
+    pub fn heap_blocks(&self) -> Vec<*const u8> {
+        match &self.repr {
+            Repr::Small(b) if b.capacity() > 0 => vec![b.as_ptr()],
+            Repr::Small(_) => Vec::new(),
+            Repr::Large(c) => {
+                let mut out = vec![(&**c as *const Chunked).cast::<u8>()];
+                out.extend(c.heap_blocks());
+                out
+            }
+        }
+    }
+
+    /// How many heap blocks freeing the log releases.
+    pub fn blocks(&self) -> usize {
+        match &self.repr {
+            Repr::Small(_) => 1,
+            Repr::Large(c) => c.blocks().saturating_add(1),
+        }
+    }
+
+    /// The bytes the log's heap blocks ask for.
+    pub fn heap_bytes(&self) -> usize {
+        match &self.repr {
+            Repr::Small(b) => b.capacity(),
+            Repr::Large(c) => std::mem::size_of::<Chunked>() + c.heap_bytes(),
+        }
+    }
+
+    /// Whether the log is held in its small form.
+    pub fn is_small(&self) -> bool {
+        matches!(self.repr, Repr::Small(_))
+    }
+
+    /// The encoding (see the module comment).
+    pub fn encode(&self) -> Vec<u8> {
+        match &self.repr {
+            Repr::Small(b) if !b.is_empty() => b.clone(),
+            _ => self.view().encode(),
+        }
+    }
+
+    /// Decodes bytes from anywhere (RDB, RESTORE, a client): a log that
+    /// holds every invariant, or why not.
+    pub fn decode(bytes: &[u8]) -> Result<CompactLog, DecodeError> {
+        let c = Chunked::decode(bytes)?;
+        let repr = if c.run_count() <= SMALL_RUNS {
+            Repr::Small(small_bytes(&c))
+        } else {
+            Repr::Large(Box::new(c))
+        };
+        Ok(CompactLog { repr, held: false })
+    }
+}
+
+impl WindowLog for CompactLog {
+    type Error = NoFreeMember;
+
+    fn trim(&mut self, cutoff_ms: i64) -> Result<u64, Self::Error> {
+        // Nothing to trim: no rewrite.
+        if self.view().oldest_score().is_none_or(|s| s > cutoff_ms) {
+            return Ok(0);
+        }
+        self.edit(|c| c.trim(cutoff_ms))
+    }
+
+    fn count(&self) -> Result<u64, Self::Error> {
+        Ok(self.count_entries())
+    }
+
+    fn count_above(&mut self, cutoff_ms: i64) -> Result<u64, Self::Error> {
+        self.view().count_above(cutoff_ms)
+    }
+
+    fn nth_above(&mut self, cutoff_ms: i64, k: u64, n: u64) -> Result<Option<f64>, Self::Error> {
+        self.view().nth_above(cutoff_ms, k, n)
+    }
+
+    fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, Self::Error> {
+        self.view().newest_above(min_ms)
+    }
+
+    fn newest_entry(&mut self) -> Result<Option<(f64, Option<i64>)>, Self::Error> {
+        self.view().newest_entry()
+    }
+
+    fn has_member(&mut self, id: i64) -> Result<bool, Self::Error> {
+        Ok(self.view().holds_above(id, i64::MIN))
+    }
+
+    fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, Self::Error> {
+        if id < 0 || self.view().holds_above(id, i64::MIN) {
+            return Ok(false);
+        }
+        self.edit(|c| c.add(now_ms, id))
+    }
+
+    fn expire_at(&mut self, at_ms: i64) -> Result<(), Self::Error> {
+        self.edit(|c| c.expire_at(at_ms))
     }
 }
 
@@ -687,10 +978,10 @@ fn greatest_decimal(first: i64, last: i64) -> i64 {
     best
 }
 
-impl WindowLog for CompactLog {
-    type Error = NoFreeMember;
-
-    fn trim(&mut self, cutoff_ms: i64) -> Result<u64, Self::Error> {
+/// The window decision's queries and changes, on the chunks (what
+/// [`CompactLog`]'s `WindowLog` runs).
+impl Chunked {
+    fn trim(&mut self, cutoff_ms: i64) -> Result<u64, NoFreeMember> {
         let whole = self.chunks.partition_point(|c| c.last_score() <= cutoff_ms);
         let mut removed: u64 = self.chunks.drain(..whole).map(|c| c.entries).sum();
         // The chunk the cutoff falls in, if any: its expired records are
@@ -707,11 +998,7 @@ impl WindowLog for CompactLog {
         Ok(removed)
     }
 
-    fn count(&self) -> Result<u64, Self::Error> {
-        Ok(self.entries)
-    }
-
-    fn count_above(&mut self, cutoff_ms: i64) -> Result<u64, Self::Error> {
+    fn count_above(&self, cutoff_ms: i64) -> Result<u64, NoFreeMember> {
         let mut n = 0u64;
         for c in self.chunks.iter().rev() {
             if c.first_score() > cutoff_ms {
@@ -732,7 +1019,7 @@ impl WindowLog for CompactLog {
         Ok(n)
     }
 
-    fn nth_above(&mut self, cutoff_ms: i64, k: u64, _n: u64) -> Result<Option<f64>, Self::Error> {
+    fn nth_above(&self, cutoff_ms: i64, k: u64, _n: u64) -> Result<Option<f64>, NoFreeMember> {
         if k == 0 {
             return Ok(None);
         }
@@ -753,7 +1040,7 @@ impl WindowLog for CompactLog {
         Ok(None)
     }
 
-    fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, Self::Error> {
+    fn newest_above(&self, min_ms: i64) -> Result<Option<f64>, NoFreeMember> {
         Ok(self
             .chunks
             .last()
@@ -762,7 +1049,7 @@ impl WindowLog for CompactLog {
             .map(|s| s as f64))
     }
 
-    fn newest_entry(&mut self) -> Result<Option<(f64, Option<i64>)>, Self::Error> {
+    fn newest_entry(&self) -> Result<Option<(f64, Option<i64>)>, NoFreeMember> {
         let Some(top) = self.chunks.last().map(|c| c.last_score()) else {
             return Ok(None);
         };
@@ -794,11 +1081,7 @@ impl WindowLog for CompactLog {
         Ok(Some((top as f64, best)))
     }
 
-    fn has_member(&mut self, id: i64) -> Result<bool, Self::Error> {
-        Ok(self.find(id).is_some())
-    }
-
-    fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, Self::Error> {
+    fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, NoFreeMember> {
         if id < 0 || self.find(id).is_some() {
             return Ok(false);
         }
@@ -810,7 +1093,7 @@ impl WindowLog for CompactLog {
         Ok(true)
     }
 
-    fn expire_at(&mut self, at_ms: i64) -> Result<(), Self::Error> {
+    fn expire_at(&mut self, at_ms: i64) -> Result<(), NoFreeMember> {
         self.expire_at_ms = Some(at_ms);
         Ok(())
     }

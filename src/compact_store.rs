@@ -17,9 +17,9 @@ use std::os::raw::c_int;
 use redis_module::{raw, Context};
 
 use crate::compact::CompactLog;
-use crate::effect::Effect;
+use crate::effect::{Effect, Token};
 use crate::ffi::module_type::{ModuleType, TypeValue};
-use crate::ffi::{Arg, ModuleString, Propagate, StoreError};
+use crate::ffi::{Arg, ModuleString, Propagate, StoreError, Word, MAX_WORDS};
 use crate::window::{NoFreeMember, WindowLog};
 use crate::zset::Key;
 
@@ -107,8 +107,11 @@ impl<'c> CompactStore<'c> {
         if !key.holds(&LOG_TYPE)? {
             key.set_value(&LOG_TYPE, CompactLog::new())?;
         }
-        key.value_mut(&LOG_TYPE)?
-            .ok_or(StoreError::Failed("reading the compact log"))
+        let log = key
+            .value_mut(&LOG_TYPE)?
+            .ok_or(StoreError::Failed("reading the compact log"))?;
+        log.expand();
+        Ok(log)
     }
 
     /// Runs a query on the log (an empty one when the key is missing).
@@ -121,7 +124,10 @@ impl<'c> CompactStore<'c> {
             None => None,
         };
         Ok(match log {
-            Some(log) => f(log)?,
+            Some(log) => {
+                log.expand();
+                f(log)?
+            }
             None => f(&mut CompactLog::new())?,
         })
     }
@@ -159,15 +165,7 @@ impl<'c> CompactStore<'c> {
             }
         }
         if self.replicate {
-            let args = effect.to_args();
-            let strings = args
-                .iter()
-                .map(|a| ModuleString::from_bytes(self.ctx, a))
-                .collect::<Result<Vec<_>, _>>()?;
-            Propagate::new(self.ctx, APPLY)
-                .key(self.name)
-                .strings(strings.iter())
-                .send()?;
+            self.propagate(&effect)?;
         }
         if self.trimmed {
             self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore");
@@ -187,6 +185,37 @@ impl<'c> CompactStore<'c> {
         Ok(())
     }
 
+    /// Propagates `SLIDEWIN.APPLY key <effect>`: as words from the stack
+    /// when they fit (the usual TRIM, ADD, PXAT, a few REMOVEs), else as
+    /// strings.
+    fn propagate(&self, effect: &Effect) -> Result<(), StoreError> {
+        let mut tokens = [Token::Int(0); MAX_WORDS];
+        if let Some(n) = effect.words(&mut tokens) {
+            let mut words = [Word::Int(0); MAX_WORDS];
+            for (w, t) in words.iter_mut().zip(tokens.iter()).take(n) {
+                *w = match *t {
+                    Token::Word(text) => Word::Text(text),
+                    Token::Int(v) => Word::Int(v),
+                };
+            }
+            return crate::ffi::replicate_words(
+                self.ctx,
+                APPLY,
+                self.name,
+                words.get(..n).unwrap_or(&[]),
+            );
+        }
+        let args = effect.to_args();
+        let strings = args
+            .iter()
+            .map(|a| ModuleString::from_bytes(self.ctx, a))
+            .collect::<Result<Vec<_>, _>>()?;
+        Propagate::new(self.ctx, APPLY)
+            .key(self.name)
+            .strings(strings.iter())
+            .send()
+    }
+
     fn notify(&self, class: c_int, event: &CStr) {
         crate::ffi::notify(self.ctx, class, event, self.name);
     }
@@ -197,6 +226,12 @@ impl Drop for CompactStore<'_> {
         // What changed is data on this node: replicate it even when the
         // call failed after changing it. Nothing is left to report to.
         let _ = self.finish();
+        // The log, held as chunks for this call, back to its resting form.
+        if let Some(key) = self.key.as_mut() {
+            if let Ok(Some(log)) = key.value_mut(&LOG_TYPE) {
+                log.settle();
+            }
+        }
     }
 }
 

@@ -20,6 +20,13 @@
 use crate::args::{parse_i64, printable};
 use crate::compact::{CompactLog, Run, MAX_ENTRIES};
 
+/// A word of an effect: an option's name or an integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Token {
+    Word(&'static std::ffi::CStr),
+    Int(i64),
+}
+
 /// One effect, parsed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Effect {
@@ -177,6 +184,41 @@ impl Effect {
             log.set_expiry(at);
         }
         Ok(())
+    }
+
+    /// The arguments after the key as words (`c"TRIM"`, an integer, ...),
+    /// into `out`; `None` when they do not fit (or the effect carries a
+    /// LOG payload, which is bytes). What the store propagates without
+    /// formatting strings.
+    pub fn words<const N: usize>(&self, out: &mut [Token; N]) -> Option<usize> {
+        if self.log.is_some() {
+            return None;
+        }
+        let mut n = 0usize;
+        let mut push = |t: Token| -> Option<()> {
+            *out.get_mut(n)? = t;
+            n += 1;
+            Some(())
+        };
+        if let Some(c) = self.trim {
+            push(Token::Word(c"TRIM"))?;
+            push(Token::Int(c))?;
+        }
+        for &id in &self.remove {
+            push(Token::Word(c"REMOVE"))?;
+            push(Token::Int(id))?;
+        }
+        for r in &self.add {
+            push(Token::Word(c"ADD"))?;
+            push(Token::Int(r.score))?;
+            push(Token::Int(r.first))?;
+            push(Token::Int(i64::try_from(r.count).unwrap_or(i64::MAX)))?;
+        }
+        if let Some(at) = self.expire_at {
+            push(Token::Word(c"PXAT"))?;
+            push(Token::Int(at))?;
+        }
+        Some(n)
     }
 
     /// The arguments after the key, as `SLIDEWIN.APPLY` takes them.

@@ -226,6 +226,227 @@ impl<'a> Propagate<'a> {
     }
 }
 
+/// A word of a command propagated by [`replicate_words`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Word {
+    Int(i64),
+    Text(&'static CStr),
+}
+
+/// The most words [`replicate_words`] takes.
+pub const MAX_WORDS: usize = 12;
+
+/// Writes `v` in decimal into `buf`, NUL-terminated (20 digits and a sign
+/// at most: 24 bytes suffice).
+fn decimal(v: i64, buf: &mut [u8; 24]) {
+    let mut digits = [0u8; 20];
+    let mut n = 0usize;
+    let mut m = v.unsigned_abs();
+    loop {
+        if let Some(d) = digits.get_mut(n) {
+            *d = b'0' + (m % 10) as u8;
+        }
+        n += 1;
+        m /= 10;
+        if m == 0 || n >= digits.len() {
+            break;
+        }
+    }
+    let mut at = 0usize;
+    if v < 0 {
+        buf[0] = b'-';
+        at = 1;
+    }
+    for i in (0..n).rev() {
+        if let (Some(slot), Some(d)) = (buf.get_mut(at), digits.get(i)) {
+            *slot = *d;
+        }
+        at += 1;
+    }
+    if let Some(end) = buf.get_mut(at) {
+        *end = 0;
+    }
+}
+
+/// Propagates `command key word...` (at most [`MAX_WORDS`] words) with one
+/// `RedisModule_Replicate` and no string objects of the module's: each word
+/// goes as a C string from the stack (format `s` then one `c` a word), and
+/// the server makes its own copies. More words: `Failed`.
+pub fn replicate_words(
+    ctx: &Context,
+    command: &CStr,
+    key: &impl RawString,
+    words: &[Word],
+) -> Result<(), StoreError> {
+    const FORMATS: [&CStr; MAX_WORDS + 1] = [
+        c"s",
+        c"sc",
+        c"scc",
+        c"sccc",
+        c"scccc",
+        c"sccccc",
+        c"scccccc",
+        c"sccccccc",
+        c"scccccccc",
+        c"sccccccccc",
+        c"scccccccccc",
+        c"sccccccccccc",
+        c"scccccccccccc",
+    ];
+    let replicate = api!(RedisModule_Replicate)?;
+    let fmt = FORMATS
+        .get(words.len())
+        .ok_or(StoreError::Failed("replicating (too many words)"))?
+        .as_ptr();
+    let mut bufs = [[0u8; 24]; MAX_WORDS];
+    for (w, buf) in words.iter().zip(bufs.iter_mut()) {
+        if let Word::Int(v) = w {
+            decimal(*v, buf);
+        }
+    }
+    let mut p = [std::ptr::null::<std::os::raw::c_char>(); MAX_WORDS];
+    for (i, w) in words.iter().enumerate() {
+        if let (Some(slot), Some(buf)) = (p.get_mut(i), bufs.get(i)) {
+            *slot = match w {
+                Word::Text(t) => t.as_ptr(),
+                Word::Int(_) => buf.as_ptr().cast(),
+            };
+        }
+    }
+    let key = key.raw();
+    // SAFETY: the live command context; `fmt` is "s" followed by one "c"
+    // per word, and exactly that many arguments follow it: the key (a live
+    // string) and one NUL-terminated C string per word (static words, or
+    // `bufs`, alive until after the call). The server copies them all.
+    let replicated = unsafe {
+        match words.len() {
+            0 => replicate(ctx.ctx, command.as_ptr(), fmt, key),
+            1 => replicate(ctx.ctx, command.as_ptr(), fmt, key, p[0]),
+            2 => replicate(ctx.ctx, command.as_ptr(), fmt, key, p[0], p[1]),
+            3 => replicate(ctx.ctx, command.as_ptr(), fmt, key, p[0], p[1], p[2]),
+            4 => replicate(ctx.ctx, command.as_ptr(), fmt, key, p[0], p[1], p[2], p[3]),
+            5 => replicate(
+                ctx.ctx,
+                command.as_ptr(),
+                fmt,
+                key,
+                p[0],
+                p[1],
+                p[2],
+                p[3],
+                p[4],
+            ),
+            6 => replicate(
+                ctx.ctx,
+                command.as_ptr(),
+                fmt,
+                key,
+                p[0],
+                p[1],
+                p[2],
+                p[3],
+                p[4],
+                p[5],
+            ),
+            7 => replicate(
+                ctx.ctx,
+                command.as_ptr(),
+                fmt,
+                key,
+                p[0],
+                p[1],
+                p[2],
+                p[3],
+                p[4],
+                p[5],
+                p[6],
+            ),
+            8 => replicate(
+                ctx.ctx,
+                command.as_ptr(),
+                fmt,
+                key,
+                p[0],
+                p[1],
+                p[2],
+                p[3],
+                p[4],
+                p[5],
+                p[6],
+                p[7],
+            ),
+            9 => replicate(
+                ctx.ctx,
+                command.as_ptr(),
+                fmt,
+                key,
+                p[0],
+                p[1],
+                p[2],
+                p[3],
+                p[4],
+                p[5],
+                p[6],
+                p[7],
+                p[8],
+            ),
+            10 => replicate(
+                ctx.ctx,
+                command.as_ptr(),
+                fmt,
+                key,
+                p[0],
+                p[1],
+                p[2],
+                p[3],
+                p[4],
+                p[5],
+                p[6],
+                p[7],
+                p[8],
+                p[9],
+            ),
+            11 => replicate(
+                ctx.ctx,
+                command.as_ptr(),
+                fmt,
+                key,
+                p[0],
+                p[1],
+                p[2],
+                p[3],
+                p[4],
+                p[5],
+                p[6],
+                p[7],
+                p[8],
+                p[9],
+                p[10],
+            ),
+            12 => replicate(
+                ctx.ctx,
+                command.as_ptr(),
+                fmt,
+                key,
+                p[0],
+                p[1],
+                p[2],
+                p[3],
+                p[4],
+                p[5],
+                p[6],
+                p[7],
+                p[8],
+                p[9],
+                p[10],
+                p[11],
+            ),
+            _ => return Err(StoreError::Failed("replicating (too many words)")),
+        }
+    };
+    status(replicated, "replicating")
+}
+
 /// Propagates the running command as it came (`RedisModule_ReplicateVerbatim`).
 pub fn replicate_verbatim(ctx: &Context) -> Result<(), StoreError> {
     let verbatim = api!(RedisModule_ReplicateVerbatim)?;
@@ -537,6 +758,16 @@ fn install_panic_hook_now() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimals_are_written_nul_terminated() {
+        for v in [0i64, 7, -7, 10, 1_796_000_000_000, i64::MAX, i64::MIN, -1] {
+            let mut buf = [0xAAu8; 24];
+            decimal(v, &mut buf);
+            let text = CStr::from_bytes_until_nul(&buf).expect("a NUL");
+            assert_eq!(text.to_str().expect("ASCII"), v.to_string());
+        }
+    }
 
     #[test]
     fn argv_stays_in_order_inline_and_beyond() {
