@@ -233,6 +233,17 @@ impl Drop for Cluster {
     }
 }
 
+/// `CLUSTER SETSLOT slot how id` (IMPORTING, MIGRATING, NODE).
+fn set_slot(c: &mut Connection, slot: u16, how: &str, id: &str) {
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg(how)
+        .arg(id)
+        .query(c)
+        .unwrap();
+}
+
 fn keyslot(c: &mut Connection, key: &str) -> u16 {
     redis::cmd("CLUSTER")
         .arg("KEYSLOT")
@@ -350,15 +361,7 @@ fn ask(flavor: Flavor) {
     let mut src = cluster.conn(source);
     let mut tgt = cluster.conn(target);
     assert_eq!(check_on(&mut src, old).unwrap(), 1);
-    let setslot = |c: &mut Connection, how: &str, id: &str| {
-        let _: () = redis::cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg(how)
-            .arg(id)
-            .query(c)
-            .unwrap();
-    };
+    let setslot = |c: &mut Connection, how: &str, id: &str| set_slot(c, slot, how, id);
     setslot(&mut tgt, "IMPORTING", &source_id);
     setslot(&mut src, "MIGRATING", &target_id);
     // A key still on the source is served there.
@@ -1362,15 +1365,7 @@ fn compact_migration(flavor: Flavor) {
         }
     }
     let before: Vec<_> = keys.iter().map(|k| compact_state(&mut src, k)).collect();
-    let setslot = |c: &mut Connection, how: &str, id: &str| {
-        let _: () = redis::cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg(how)
-            .arg(id)
-            .query(c)
-            .unwrap();
-    };
+    let setslot = |c: &mut Connection, how: &str, id: &str| set_slot(c, slot, how, id);
     setslot(&mut tgt, "IMPORTING", &source_id);
     setslot(&mut src, "MIGRATING", &target_id);
     let mut migrate = redis::cmd("MIGRATE");
