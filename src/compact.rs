@@ -49,6 +49,16 @@ impl Run {
 /// times the costs of a window, far below where sums could overflow.
 pub const MAX_ENTRIES: u64 = 1 << 40;
 
+/// Scores are server times in ms, from 0 to 2^53 (where an `f64`, the
+/// core's score, is still exact): a bound that keeps every gap between two
+/// scores representable, so no score can be altered by the encoding.
+pub const MAX_SCORE: i64 = 1 << 53;
+
+/// The most runs a decoded log may hold: above any log the module makes
+/// (`slidewin.max-limit` is at most 10,000,000), and a bound on what a
+/// payload can make the decoder allocate.
+pub const MAX_RUNS: u64 = 1 << 24;
+
 /// The encoding's version byte; a decoder refuses any other.
 pub const VERSION: u8 = 1;
 
@@ -364,9 +374,39 @@ impl Chunked {
         self.chunks.first().map(|c| c.first_score())
     }
 
-    /// The number of runs.
-    fn run_count(&self) -> usize {
-        self.chunks.iter().map(|c| c.runs as usize).sum()
+    /// Whether the log holds at most `n` runs (stops counting past `n`:
+    /// O(1) for a large log).
+    fn runs_at_most(&self, n: usize) -> bool {
+        let mut seen = 0usize;
+        for c in &self.chunks {
+            seen = seen.saturating_add(c.runs as usize);
+            if seen > n {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The first of the sorted, disjoint ranges `ranges` (members `first
+    /// ..= last`) that overlaps a member scored above `cutoff_ms`: each
+    /// chunk whose member bounds meet a range is decoded once.
+    fn first_overlap_above(&self, ranges: &[(i64, i64)], cutoff_ms: i64) -> Option<(i64, i64)> {
+        // The first range that may overlap `first ..= last`.
+        let meeting = |first: i64, last: i64| -> Option<(i64, i64)> {
+            let at = ranges.partition_point(|&(_, l)| l < first);
+            ranges.get(at).copied().filter(|&(f, _)| f <= last)
+        };
+        for c in self.chunks.iter().filter(|c| c.last_score() > cutoff_ms) {
+            if meeting(c.min_id, c.max_id).is_none() {
+                continue;
+            }
+            for r in c.decode().iter().filter(|r| r.score > cutoff_ms) {
+                if let Some(hit) = meeting(r.first, r.last()) {
+                    return Some(hit);
+                }
+            }
+        }
+        None
     }
 
     /// Sets the expiry the encoding carries.
@@ -647,6 +687,9 @@ impl Chunked {
             _ => return Err(DecodeError::Invalid),
         };
         let n = r.varint()?;
+        if n > MAX_RUNS {
+            return Err(DecodeError::Range);
+        }
         // Each run takes at least one byte: a count beyond what is left is
         // a lie, refused before anything is allocated for it.
         let left = bytes.len().saturating_sub(r.at) as u64;
@@ -660,6 +703,9 @@ impl Chunked {
             let mut expected = 1i64;
             for _ in 0..n {
                 let run = read_run(&mut r, &mut score, &mut expected)?;
+                if !(0..=MAX_SCORE).contains(&run.score) {
+                    return Err(DecodeError::Range);
+                }
                 entries = entries.checked_add(run.count).ok_or(DecodeError::Range)?;
                 if entries > MAX_ENTRIES {
                     return Err(DecodeError::Range);
@@ -756,7 +802,7 @@ impl CompactLog {
         match &mut self.repr {
             Repr::Large(c) => {
                 let r = f(c);
-                if !self.held && c.run_count() <= SMALL_RUNS / 2 {
+                if !self.held && c.runs_at_most(SMALL_RUNS / 2) {
                     let b = small_bytes(c);
                     self.repr = Repr::Small(b);
                 }
@@ -769,7 +815,7 @@ impl CompactLog {
                     Chunked::decode(b).unwrap_or_default()
                 };
                 let r = f(&mut c);
-                self.repr = if c.run_count() <= SMALL_RUNS {
+                self.repr = if c.runs_at_most(SMALL_RUNS) {
                     Repr::Small(small_bytes(&c))
                 } else {
                     Repr::Large(Box::new(c))
@@ -797,7 +843,7 @@ impl CompactLog {
     pub fn settle(&mut self) {
         self.held = false;
         if let Repr::Large(c) = &self.repr {
-            if c.run_count() <= SMALL_RUNS {
+            if c.runs_at_most(SMALL_RUNS) {
                 let b = small_bytes(c);
                 self.repr = Repr::Small(b);
             }
@@ -852,6 +898,17 @@ impl CompactLog {
         self.view().overlaps_above(first, last, cutoff_ms)
     }
 
+    /// The first of the sorted, disjoint member ranges `ranges` that meets
+    /// a member scored above `cutoff_ms`, if any.
+    pub fn first_overlap_above(&self, ranges: &[(i64, i64)], cutoff_ms: i64) -> Option<(i64, i64)> {
+        self.view().first_overlap_above(ranges, cutoff_ms)
+    }
+
+    /// The entries scored above `cutoff_ms`.
+    pub fn entries_above(&self, cutoff_ms: i64) -> u64 {
+        self.view().count_above(cutoff_ms).unwrap_or(0)
+    }
+
     /// Adds a whole run whose members the caller checked are free and
     /// valid (see `effect.rs`), joining the run before it as `add` would.
     pub fn add_run(&mut self, run: Run) {
@@ -904,7 +961,7 @@ impl CompactLog {
     /// holds every invariant, or why not.
     pub fn decode(bytes: &[u8]) -> Result<CompactLog, DecodeError> {
         let c = Chunked::decode(bytes)?;
-        let repr = if c.run_count() <= SMALL_RUNS {
+        let repr = if c.runs_at_most(SMALL_RUNS) {
             Repr::Small(small_bytes(&c))
         } else {
             Repr::Large(Box::new(c))
@@ -949,7 +1006,8 @@ impl WindowLog for CompactLog {
     }
 
     fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, Self::Error> {
-        if id < 0 || self.view().holds_above(id, i64::MIN) {
+        // A clock outside 0 ..= 2^53 ms cannot be stored (no such clock).
+        if id < 0 || !(0..=MAX_SCORE).contains(&now_ms) || self.view().holds_above(id, i64::MIN) {
             return Ok(false);
         }
         self.edit(|c| c.add(now_ms, id))

@@ -40,7 +40,13 @@ impl TypeValue for CompactLog {
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
-        CompactLog::decode(bytes).map_err(|e| e.to_string())
+        let log = CompactLog::decode(bytes).map_err(|e| e.to_string())?;
+        // A key never holds an empty log (the last entry's removal deletes
+        // it, as for a sorted set).
+        if log.count_entries() == 0 {
+            return Err("an empty log".to_string());
+        }
+        Ok(log)
     }
 
     fn digest(&self, group: &mut dyn FnMut(&[i64])) {

@@ -18,7 +18,7 @@
 //! bad argument names itself.
 
 use crate::args::{parse_i64, printable};
-use crate::compact::{CompactLog, Run, MAX_ENTRIES};
+use crate::compact::{CompactLog, Run, MAX_ENTRIES, MAX_SCORE};
 
 /// A word of an effect: an option's name or an integer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,16 +38,21 @@ pub struct Effect {
 }
 
 fn integer(what: &str, bytes: Option<&&[u8]>, min: i64) -> Result<i64, String> {
+    integer_in(what, bytes, min, i64::MAX)
+}
+
+fn integer_in(what: &str, bytes: Option<&&[u8]>, min: i64, max: i64) -> Result<i64, String> {
     let Some(bytes) = bytes else {
         return Err(format!("ERR {what} needs a value"));
     };
-    parse_i64(bytes).filter(|&v| v >= min).ok_or_else(|| {
-        format!(
-            "ERR {what} must be an integer between {min} and {}, got '{}'",
-            i64::MAX,
-            printable(bytes)
-        )
-    })
+    parse_i64(bytes)
+        .filter(|v| (min..=max).contains(v))
+        .ok_or_else(|| {
+            format!(
+                "ERR {what} must be an integer between {min} and {max}, got '{}'",
+                printable(bytes)
+            )
+        })
 }
 
 impl Effect {
@@ -90,7 +95,7 @@ impl Effect {
                     2
                 }
                 b"ADD" => {
-                    let score = integer("ADD score_ms", rest.first(), i64::MIN)?;
+                    let score = integer_in("ADD score_ms", rest.first(), 0, MAX_SCORE)?;
                     let first = integer("ADD first_member", rest.get(1), 0)?;
                     let count = integer("ADD count", rest.get(2), 1)?;
                     // `first + count - 1` must be a member id too.
@@ -141,24 +146,26 @@ impl Effect {
                 return Err(format!("ERR REMOVE member {id} is not in the log"));
             }
         }
-        let mut adding: Vec<(i64, i64)> = Vec::with_capacity(self.add.len());
-        let mut total = base.count_entries();
+        // The ADD ranges, sorted: checked against each other (neighbours)
+        // and against the log (each chunk they meet decoded once).
+        let mut adding: Vec<(i64, i64)> = self.add.iter().map(|r| (r.first, r.last())).collect();
+        adding.sort_unstable();
+        if let Some(w) = adding.windows(2).find(|w| w[1].0 <= w[0].1) {
+            return Err(format!(
+                "ERR ADD members {} to {} given twice",
+                w[1].0, w[1].1
+            ));
+        }
+        if let Some((first, last)) = base.first_overlap_above(&adding, cutoff) {
+            return Err(format!(
+                "ERR ADD members {first} to {last} are already in the log"
+            ));
+        }
+        // What the log holds after the trim and the removals, plus the adds.
+        let mut total = base
+            .entries_above(cutoff)
+            .saturating_sub(self.remove.len() as u64);
         for run in &self.add {
-            // Checked by `parse`: `first + count - 1` fits.
-            let last = run.last();
-            if base.overlaps_above(run.first, last, cutoff) {
-                return Err(format!(
-                    "ERR ADD members {} to {last} are already in the log",
-                    run.first
-                ));
-            }
-            if adding.iter().any(|&(f, l)| f <= last && run.first <= l) {
-                return Err(format!(
-                    "ERR ADD members {} to {last} given twice",
-                    run.first
-                ));
-            }
-            adding.push((run.first, last));
             total = total.saturating_add(run.count);
         }
         if total > MAX_ENTRIES {
@@ -404,6 +411,53 @@ mod tests {
             .apply(&mut log)
             .unwrap();
         assert_eq!(log.entries().collect::<Vec<_>>(), [(20, 2), (30, 1)]);
+    }
+
+    /// Found by review: scores outside 0 ..= 2^53 (a member stored twice
+    /// through an i64::MIN score, a gap the encoding would clamp) are
+    /// refused, and the entry limit counts what the trim leaves.
+    #[test]
+    fn scores_are_bounded_and_the_limit_counts_after_the_trim() {
+        for bad in ["-9223372036854775808", "-1", "9007199254740993"] {
+            let err = parse(&["ADD", bad, "5", "1"]).expect_err("refused");
+            assert!(
+                err.starts_with(
+                    "ERR ADD score_ms must be an integer between 0 and 9007199254740992"
+                ),
+                "{err}"
+            );
+        }
+        let mut stale = CompactLog::new();
+        parse(&["ADD", "1000", "1", "1099511627776"])
+            .unwrap()
+            .apply(&mut stale)
+            .unwrap();
+        // The master trims the 2^40 stale entries and adds one: the same
+        // effect applies on a replica.
+        parse(&["TRIM", "1000", "ADD", "5000", "1", "1", "PXAT", "9000"])
+            .unwrap()
+            .apply(&mut stale)
+            .unwrap();
+        assert_eq!(stale.count_entries(), 1);
+        // A payload with a negative score is refused.
+        let mut log = log_of(&[(5, 1)]);
+        log.add_run(Run {
+            score: 6,
+            first: 2,
+            count: 1,
+        });
+        let mut bytes = log.encode();
+        // The first score is the zigzag varint after version, flag, count:
+        // 5 is 0x0A; 0x09 is -5.
+        let at = bytes
+            .iter()
+            .position(|&b| b == 0x0A)
+            .expect("the first score");
+        bytes[at] = 0x09;
+        assert_eq!(
+            CompactLog::decode(&bytes),
+            Err(crate::compact::DecodeError::Range)
+        );
     }
 
     #[test]
