@@ -542,18 +542,6 @@ impl Chunked {
         self.run_holding(id).is_some_and(|r| r.score > cutoff_ms)
     }
 
-    /// Whether any member of `first ..= last` is scored above `cutoff_ms`.
-    pub fn overlaps_above(&self, first: i64, last: i64, cutoff_ms: i64) -> bool {
-        self.chunks
-            .iter()
-            .filter(|c| c.last_score() > cutoff_ms && c.min_id <= last && first <= c.max_id)
-            .any(|c| {
-                c.decode()
-                    .iter()
-                    .any(|r| r.score > cutoff_ms && r.first <= last && first <= r.last())
-            })
-    }
-
     /// Adds a whole run whose members the caller checked are free and
     /// valid (see `effect.rs`), joining the run before it as `add` would.
     pub fn add_run(&mut self, run: Run) {
@@ -635,18 +623,6 @@ impl Chunked {
     /// How many heap blocks freeing the log releases.
     pub fn blocks(&self) -> usize {
         self.chunks.len().saturating_add(1)
-    }
-
-    /// The bytes the log's heap blocks ask for (their capacities; the
-    /// allocator may round each up).
-    pub fn heap_bytes(&self) -> usize {
-        let chunks = self.chunks.capacity() * std::mem::size_of::<Chunk>();
-        chunks
-            + self
-                .chunks
-                .iter()
-                .map(|c| c.bytes.capacity())
-                .sum::<usize>()
     }
 
     /// The encoding (see the module comment).
@@ -893,11 +869,6 @@ impl CompactLog {
         self.view().holds_above(id, cutoff_ms)
     }
 
-    /// Whether any member of `first ..= last` is scored above `cutoff_ms`.
-    pub fn overlaps_above(&self, first: i64, last: i64, cutoff_ms: i64) -> bool {
-        self.view().overlaps_above(first, last, cutoff_ms)
-    }
-
     /// The first of the sorted, disjoint member ranges `ranges` that meets
     /// a member scored above `cutoff_ms`, if any.
     pub fn first_overlap_above(&self, ranges: &[(i64, i64)], cutoff_ms: i64) -> Option<(i64, i64)> {
@@ -934,19 +905,6 @@ impl CompactLog {
             Repr::Small(_) => 1,
             Repr::Large(c) => c.blocks().saturating_add(1),
         }
-    }
-
-    /// The bytes the log's heap blocks ask for.
-    pub fn heap_bytes(&self) -> usize {
-        match &self.repr {
-            Repr::Small(b) => b.capacity(),
-            Repr::Large(c) => std::mem::size_of::<Chunked>() + c.heap_bytes(),
-        }
-    }
-
-    /// Whether the log is held in its small form.
-    pub fn is_small(&self) -> bool {
-        matches!(self.repr, Repr::Small(_))
     }
 
     /// The encoding (see the module comment).

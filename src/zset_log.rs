@@ -58,13 +58,6 @@ impl From<NoFreeMember> for StoreError {
     }
 }
 
-fn check_kind(key: &Key<'_>) -> Result<(), StoreError> {
-    match key.kind()? {
-        KeyKind::Empty | KeyKind::Zset => Ok(()),
-        KeyKind::Other => Err(StoreError::WrongType),
-    }
-}
-
 impl<'c> ZsetLog<'c> {
     /// The log in `key`, already opened and found to be a sorted set or
     /// missing (`None`: a missing key opened read-only).
@@ -77,24 +70,6 @@ impl<'c> ZsetLog<'c> {
             added: None,
             added_more: Vec::new(),
         }
-    }
-
-    /// Opens `name` for a write; a key of another type is refused with the
-    /// server's WRONGTYPE error before anything changes.
-    pub fn open_write(ctx: &'c Context, name: &'c Arg) -> Result<Self, StoreError> {
-        let key = Key::open_write(ctx, name)?;
-        check_kind(&key)?;
-        Ok(Self::from_key(ctx, name, Some(key)))
-    }
-
-    /// Opens `name` for reading only: every write method fails, and a
-    /// missing key reads as an empty log without being created.
-    pub fn open_read(ctx: &'c Context, name: &'c Arg) -> Result<Self, StoreError> {
-        let key = Key::open_read(ctx, name)?;
-        if let Some(key) = &key {
-            check_kind(key)?;
-        }
-        Ok(Self::from_key(ctx, name, key))
     }
 
     /// Removes the given members (SLIDEWIN.UNDO); returns how many were

@@ -1034,6 +1034,29 @@ fn asm_client(
 
 /// The slot's migration as the source reports it (`CLUSTER
 /// GETSLOTMIGRATIONS`): the state of the newest job.
+/// `CLUSTER MIGRATESLOTS SLOTSRANGE slot slot NODE id` from the owner `c`,
+/// waited for until its job reports success.
+fn migrate_slot(c: &mut Connection, slot: u16, id: &str) {
+    let ok: String = redis::cmd("CLUSTER")
+        .arg("MIGRATESLOTS")
+        .arg("SLOTSRANGE")
+        .arg(slot)
+        .arg(slot)
+        .arg("NODE")
+        .arg(id)
+        .query(c)
+        .unwrap_or_else(|e| panic!("MIGRATESLOTS refused: {e}"));
+    assert_eq!(ok, "OK");
+    let done = wait_until(Duration::from_secs(60), || {
+        migration_state(c).as_deref() == Some("success")
+    });
+    assert!(
+        done,
+        "the migration did not succeed: {:?}",
+        migration_state(c)
+    );
+}
+
 fn migration_state(c: &mut Connection) -> Option<String> {
     let jobs: Vec<Value> = redis::cmd("CLUSTER")
         .arg("GETSLOTMIGRATIONS")
@@ -1139,24 +1162,7 @@ fn atomic_slot_migration(flavor: Flavor) {
         progress.get()
     );
     let migrate_ms = wall_ms();
-    let ok: String = redis::cmd("CLUSTER")
-        .arg("MIGRATESLOTS")
-        .arg("SLOTSRANGE")
-        .arg(slot)
-        .arg(slot)
-        .arg("NODE")
-        .arg(&target_id)
-        .query(&mut src)
-        .unwrap_or_else(|e| panic!("MIGRATESLOTS refused: {e}"));
-    assert_eq!(ok, "OK");
-    let done = wait_until(Duration::from_secs(60), || {
-        migration_state(&mut src).as_deref() == Some("success")
-    });
-    assert!(
-        done,
-        "the migration did not succeed: {:?}",
-        migration_state(&mut src)
-    );
+    migrate_slot(&mut src, slot, &target_id);
     let migrated_ms = wall_ms();
     let allowed_at_move = progress.get().0;
     assert!(
@@ -1398,23 +1404,7 @@ fn compact_migration(flavor: Flavor) {
         return;
     }
     let moved_once: Vec<_> = keys.iter().map(|k| compact_state(&mut tgt, k)).collect();
-    let ok: String = redis::cmd("CLUSTER")
-        .arg("MIGRATESLOTS")
-        .arg("SLOTSRANGE")
-        .arg(slot)
-        .arg(slot)
-        .arg("NODE")
-        .arg(&source_id)
-        .query(&mut tgt)
-        .unwrap_or_else(|e| panic!("MIGRATESLOTS refused: {e}"));
-    assert_eq!(ok, "OK");
-    assert!(
-        wait_until(Duration::from_secs(60), || {
-            migration_state(&mut tgt).as_deref() == Some("success")
-        }),
-        "the migration did not succeed: {:?}",
-        migration_state(&mut tgt)
-    );
+    migrate_slot(&mut tgt, slot, &source_id);
     assert!(
         wait_until(Duration::from_secs(10), || cluster.owner(slot).0 == source),
         "the slot is back on its first owner"

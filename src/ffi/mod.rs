@@ -314,135 +314,36 @@ pub fn replicate_words(
         }
     }
     let key = key.raw();
+    // One call per arity (a C variadic call needs its arguments spelled
+    // out): the key, then the first `n` word pointers.
+    macro_rules! replicate_with {
+        ($($i:literal)*) => {
+            replicate(ctx.ctx, command.as_ptr(), fmt, key $(, p[$i])*)
+        };
+    }
     // SAFETY: the live command context; `fmt` is "s" followed by one "c"
     // per word, and exactly that many arguments follow it: the key (a live
     // string) and one NUL-terminated C string per word (static words, or
     // `bufs`, alive until after the call). The server copies them all.
     let replicated = unsafe {
-        match words.len() {
-            0 => replicate(ctx.ctx, command.as_ptr(), fmt, key),
-            1 => replicate(ctx.ctx, command.as_ptr(), fmt, key, p[0]),
-            2 => replicate(ctx.ctx, command.as_ptr(), fmt, key, p[0], p[1]),
-            3 => replicate(ctx.ctx, command.as_ptr(), fmt, key, p[0], p[1], p[2]),
-            4 => replicate(ctx.ctx, command.as_ptr(), fmt, key, p[0], p[1], p[2], p[3]),
-            5 => replicate(
-                ctx.ctx,
-                command.as_ptr(),
-                fmt,
-                key,
-                p[0],
-                p[1],
-                p[2],
-                p[3],
-                p[4],
-            ),
-            6 => replicate(
-                ctx.ctx,
-                command.as_ptr(),
-                fmt,
-                key,
-                p[0],
-                p[1],
-                p[2],
-                p[3],
-                p[4],
-                p[5],
-            ),
-            7 => replicate(
-                ctx.ctx,
-                command.as_ptr(),
-                fmt,
-                key,
-                p[0],
-                p[1],
-                p[2],
-                p[3],
-                p[4],
-                p[5],
-                p[6],
-            ),
-            8 => replicate(
-                ctx.ctx,
-                command.as_ptr(),
-                fmt,
-                key,
-                p[0],
-                p[1],
-                p[2],
-                p[3],
-                p[4],
-                p[5],
-                p[6],
-                p[7],
-            ),
-            9 => replicate(
-                ctx.ctx,
-                command.as_ptr(),
-                fmt,
-                key,
-                p[0],
-                p[1],
-                p[2],
-                p[3],
-                p[4],
-                p[5],
-                p[6],
-                p[7],
-                p[8],
-            ),
-            10 => replicate(
-                ctx.ctx,
-                command.as_ptr(),
-                fmt,
-                key,
-                p[0],
-                p[1],
-                p[2],
-                p[3],
-                p[4],
-                p[5],
-                p[6],
-                p[7],
-                p[8],
-                p[9],
-            ),
-            11 => replicate(
-                ctx.ctx,
-                command.as_ptr(),
-                fmt,
-                key,
-                p[0],
-                p[1],
-                p[2],
-                p[3],
-                p[4],
-                p[5],
-                p[6],
-                p[7],
-                p[8],
-                p[9],
-                p[10],
-            ),
-            12 => replicate(
-                ctx.ctx,
-                command.as_ptr(),
-                fmt,
-                key,
-                p[0],
-                p[1],
-                p[2],
-                p[3],
-                p[4],
-                p[5],
-                p[6],
-                p[7],
-                p[8],
-                p[9],
-                p[10],
-                p[11],
-            ),
+        #[rustfmt::skip]
+        let r = match words.len() {
+            0 => replicate_with!(),
+            1 => replicate_with!(0),
+            2 => replicate_with!(0 1),
+            3 => replicate_with!(0 1 2),
+            4 => replicate_with!(0 1 2 3),
+            5 => replicate_with!(0 1 2 3 4),
+            6 => replicate_with!(0 1 2 3 4 5),
+            7 => replicate_with!(0 1 2 3 4 5 6),
+            8 => replicate_with!(0 1 2 3 4 5 6 7),
+            9 => replicate_with!(0 1 2 3 4 5 6 7 8),
+            10 => replicate_with!(0 1 2 3 4 5 6 7 8 9),
+            11 => replicate_with!(0 1 2 3 4 5 6 7 8 9 10),
+            12 => replicate_with!(0 1 2 3 4 5 6 7 8 9 10 11),
             _ => return Err(StoreError::Failed("replicating (too many words)")),
-        }
+        };
+        r
     };
     status(replicated, "replicating")
 }
