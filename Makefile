@@ -78,9 +78,10 @@ cluster-stop: ## Stop the cluster started by make cluster
 # crates.io by scripts/redis-cell.sh (once); CELL= leaves them out.
 CELL ?= $(shell scripts/redis-cell.sh)
 
-bench: build ## Benchmark CHECK against the floor, the Lua script and CL.THROTTLE (redis-cell from crates.io; CELL=path or CELL= for none) on every server, and count instructions per call; writes bench/results-<server>.md, bench/instructions.md
+bench: build ## Benchmark CHECK (sorted sets, then compact logs) against the floor, the Lua script and CL.THROTTLE (redis-cell from crates.io; CELL=path or CELL= for none) on every server, and count instructions per call; writes bench/results-<server>[-compact].md, bench/instructions.md
 	@for server in $(BENCH_SERVERS); do \
 		$(PYTHON) bench/bench.py --server $$server --out bench/results-$$server.md $(if $(CELL),--cell $(CELL)) $(BENCH_ARGS) || exit 1; \
+		$(PYTHON) bench/bench.py --server $$server --log-type compact --out bench/results-$$server-compact.md $(if $(CELL),--cell $(CELL)) $(BENCH_ARGS) || exit 1; \
 	done
 	@rm -f bench/instructions.md
 	@for server in $(BENCH_SERVERS); do for log in zset compact; do \

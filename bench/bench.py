@@ -21,6 +21,7 @@ zset-max-listpack-entries at 128, 1024 and 8192.
 
 Usage: bench/bench.py [--server redis-7.0|redis-8.2|valkey-8.1|valkey-9.1]
        [--scale 1.0] [--rounds 3] [--cell libredis_cell.so] [--out FILE]
+       [--log-type zset|compact]
 """
 
 import argparse
@@ -297,9 +298,12 @@ def main():
     ap.add_argument("--cell", help="redis-cell's module (libredis_cell.so): adds a CL.THROTTLE column")
     ap.add_argument("--out", help="also write the tables (markdown) to this file")
     ap.add_argument("--only-guide", action="store_true", help="run only the memory and CPU guide")
+    ap.add_argument("--log-type", choices=["zset", "compact"], default="zset",
+                    help="slidewin.log-type of the module's servers (keys CHECK makes: sorted sets or compact logs)")
     opts = ap.parse_args()
     if opts.cell and not os.path.isfile(opts.cell):
         sys.exit(f"--cell {opts.cell}: no such file")
+    margs = ["log-type", opts.log_type]
 
     def n(base):
         return max(1000, int(base * opts.scale))
@@ -362,9 +366,9 @@ def main():
         srv.r.flushall()
 
     if opts.only_guide:
-        srv = Server(opts.server)
+        srv = Server(opts.server, module_args=margs)
         try:
-            emit(f"server: {opts.server} {srv.version}; cpu: {os.cpu_count()} cores")
+            emit(f"server: {opts.server} {srv.version}; cpu: {os.cpu_count()} cores; log-type {opts.log_type}")
             emit()
             guide(srv, n, emit, opts.scale)
         finally:
@@ -374,13 +378,13 @@ def main():
                 f.write("\n".join(lines) + "\n")
         return
 
-    srv = Server(opts.server, cell=opts.cell)
+    srv = Server(opts.server, cell=opts.cell, module_args=margs)
     try:
         check_sha = srv.r.script_load(LUA_CHECK)
         peek_sha = srv.r.script_load(LUA_PEEK)
         emit(f"server: {opts.server} {srv.version}; cpu: {os.cpu_count()} cores; "
              f"redis-benchmark -c 50 -P 16; scale {opts.scale}; median of {opts.rounds} interleaved rounds; "
-             f"redis-cell: {os.path.basename(opts.cell) if opts.cell else 'not given'}")
+             f"redis-cell: {os.path.basename(opts.cell) if opts.cell else 'not given'}; log-type {opts.log_type}")
         emit()
         HUGE = 1_000_000_000  # -r range for members of the single-key loads
         at = str(far_ms())
@@ -443,10 +447,12 @@ def main():
 
     # Production shape: one replica attached, the AOF on with everysec, so
     # propagation is real work; the floor and the script pay it too.
-    master = Server(opts.server, cell=opts.cell, extra=["--appendonly", "yes", "--appendfsync", "everysec"])
+    master = Server(opts.server, cell=opts.cell, extra=["--appendonly", "yes", "--appendfsync", "everysec"],
+                    module_args=margs)
     replica = None
     try:
-        replica = Server(opts.server, cell=opts.cell, extra=["--replicaof", "127.0.0.1", str(master.port)])
+        replica = Server(opts.server, cell=opts.cell, extra=["--replicaof", "127.0.0.1", str(master.port)],
+                         module_args=margs)
         deadline = time.time() + 30
         while master.r.info("replication").get("connected_slaves", 0) < 1 or \
                 replica.r.info("replication").get("master_link_status") != "up":

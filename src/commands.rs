@@ -6,13 +6,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
 use crate::args::{self, ArgError, Command, Reply};
-use crate::compact_store::{self, LOG_TYPE};
-use crate::effect::Effect;
 use crate::ffi::{Arg, StoreError};
-use crate::key_log::KeyLog;
+use crate::store::compact_store::{self, LOG_TYPE};
+use crate::store::effect::Effect;
+use crate::store::key_log::KeyLog;
+use crate::store::zset::{Key, KeyKind};
 use crate::top::Outcome;
 use crate::window::{self, Detail, KeyedRule, Verdict};
-use crate::zset::{Key, KeyKind};
 use crate::{clock, config, counters, hitters};
 
 impl From<ArgError> for RedisError {

@@ -28,20 +28,15 @@ pub mod clock;
 pub mod command_info;
 pub mod command_table;
 pub mod commands;
-pub mod compact;
-pub mod compact_store;
 pub mod config;
 pub mod counters;
-pub mod effect;
 pub mod ffi;
 pub mod hitters;
-pub mod key_log;
 pub mod member;
 pub mod stats;
+pub mod store;
 pub mod top;
 pub mod window;
-pub mod zset;
-pub mod zset_log;
 
 use redis_module::{redis_module, Context, RedisString, Status};
 
@@ -96,7 +91,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // RDB reader and RESTORE target need the module.
     let compact = config::log_type() == config::LogType::Compact;
     if compact {
-        if let Err(e) = compact_store::LOG_TYPE.create(ctx) {
+        if let Err(e) = store::compact_store::LOG_TYPE.create(ctx) {
             ffi::log(
                 Some(ctx),
                 c"warning",

@@ -2,7 +2,7 @@
 //!
 //! Nothing here knows about Redis: the log is a trait ([`WindowLog`]) and the
 //! clock is a plain argument, so the decision is tested with an in-memory log
-//! and a fake clock. The Redis-backed log lives in `zset_log.rs`.
+//! and a fake clock. The Redis-backed logs live in `store/`.
 //!
 //! The rule: the window at `now` is the half-open interval
 //! `(now - window_ms, now]`. Entries scored `<= now - window_ms` have expired.

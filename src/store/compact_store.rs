@@ -16,12 +16,12 @@ use std::os::raw::c_int;
 
 use redis_module::{raw, Context};
 
-use crate::compact::CompactLog;
-use crate::effect::{Effect, Token};
 use crate::ffi::module_type::{ModuleType, TypeValue};
 use crate::ffi::{Arg, ModuleString, Propagate, StoreError, Word, MAX_WORDS};
+use crate::store::compact::CompactLog;
+use crate::store::effect::{Effect, Token};
+use crate::store::zset::Key;
 use crate::window::{NoFreeMember, WindowLog};
-use crate::zset::Key;
 
 /// The compact log's data type; registered at load only in `compact` mode.
 pub static LOG_TYPE: ModuleType<CompactLog> = ModuleType::new();

@@ -247,7 +247,7 @@ proptest! {
         }
         let before = log.clone();
         let args: Vec<&[u8]> = words.iter().map(|w| w.as_slice()).collect();
-        match crate::effect::Effect::parse(&args) {
+        match crate::store::effect::Effect::parse(&args) {
             Err(e) => prop_assert!(e.starts_with("ERR "), "{e}"),
             Ok(effect) => match effect.apply(&mut log) {
                 Err(e) => {

@@ -18,7 +18,7 @@
 //! bad argument names itself.
 
 use crate::args::{parse_i64, printable};
-use crate::compact::{CompactLog, Run, MAX_ENTRIES, MAX_SCORE};
+use crate::store::compact::{CompactLog, Run, MAX_ENTRIES, MAX_SCORE};
 
 /// A word of an effect: an option's name or an integer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -456,7 +456,7 @@ mod tests {
         bytes[at] = 0x09;
         assert_eq!(
             CompactLog::decode(&bytes),
-            Err(crate::compact::DecodeError::Range)
+            Err(crate::store::compact::DecodeError::Range)
         );
     }
 

@@ -7,12 +7,12 @@
 
 use redis_module::Context;
 
-use crate::compact_store::{CompactStore, LOG_TYPE};
 use crate::config::{self, LogType};
 use crate::ffi::{Arg, StoreError};
+use crate::store::compact_store::{CompactStore, LOG_TYPE};
+use crate::store::zset::{Key, KeyKind};
+use crate::store::zset_log::ZsetLog;
 use crate::window::WindowLog;
-use crate::zset::{Key, KeyKind};
-use crate::zset_log::ZsetLog;
 
 pub enum KeyLog<'c> {
     Zset(ZsetLog<'c>),

@@ -16,8 +16,8 @@ use redis_module::{raw, Context};
 
 use crate::ffi::ModuleString;
 use crate::ffi::{Arg, Propagate, StoreError};
+use crate::store::zset::{Key, KeyKind, ScoreRange};
 use crate::window::{NoFreeMember, WindowLog};
-use crate::zset::{Key, KeyKind, ScoreRange};
 
 /// The sliding-window log stored in one sorted-set key.
 pub struct ZsetLog<'c> {
