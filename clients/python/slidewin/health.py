@@ -4,8 +4,12 @@ one report, with an exit status for cron or CI.
 Thresholds (the second seed's): round-trip latency p99 over 5 ms; a limiter
 key over 1 MB (MEMORY USAGE); slow-log entries over 10 ms naming SLIDEWIN
 or the sorted-set commands; `evicted_keys` above 0 (an evicted limiter key
-forgets its entries). A `maxmemory-policy` that can evict limiter keys
-(`allkeys-*`, or `volatile-*`: limiter keys carry a TTL) is a warning.
+forgets its entries: its caller gets a fresh window). A `maxmemory-policy`
+that can evict limiter keys (`allkeys-*`, or `volatile-*`: every limiter key
+carries a TTL, so those take them first) on a server that holds limiter
+keys and has a `maxmemory` is an alert too; without a `maxmemory` (nothing
+is evicted yet) or without limiter keys it is a warning. Run `noeviction`,
+or the limiter on an instance of its own.
 Exit status: 0 healthy, 1 a threshold crossed, 2 the server could not be
 reached or asked.
 
@@ -21,7 +25,8 @@ server's (`--ping-interval-ms` adds one, as redis-cli's 10 ms).
 Limiter keys are found by a bounded SCAN of the sorted sets (all keys by
 default; `--match` narrows it): the report counts those that look like a
 limiter's log (a TTL, and scores that are times in milliseconds, as
-slidewin, its FUNCTION library and the seed script write them) and shows
+slidewin, its FUNCTION library and the seed script write them), and every
+compact log (`slidewin.log-type compact`: the type `slidewlog`), and shows
 the biggest by MEMORY USAGE.
 """
 
@@ -45,6 +50,10 @@ SCAN_COUNT = 1000
 SORTED_SET_COMMANDS = ("zadd", "zrem", "zremrangebyscore", "zcard", "zcount", "zrange", "zscore", "evalsha", "eval", "fcall", "fcall_ro")
 # Scores of a limiter log are Unix times in ms: 2001-09-09 to 2286-11-20.
 MS_TIME_RANGE = (10**12, 10**13)
+# The data type of the module's compact logs.
+COMPACT_TYPE = "slidewlog"
+# Policies under which a server with a maxmemory evicts keys with a TTL.
+EVICTING = ("allkeys-", "volatile-")
 
 
 def percentile(values: List[float], p: float) -> float:
@@ -94,6 +103,8 @@ def scan_limiter_keys(r: redis.Redis, match: str, scan_limit: int) -> Dict:
     ms)."""
     found: List[Tuple[int, str]] = []
     cursor, steps, sorted_sets = 0, 0, 0
+    compact = scan_compact_logs(r, match, scan_limit)
+    found.extend(compact["limiter_keys"])
     while True:
         cursor, keys = r.scan(cursor=cursor, match=match, count=SCAN_COUNT, _type="zset")
         steps += 1
@@ -117,7 +128,35 @@ def scan_limiter_keys(r: redis.Redis, match: str, scan_limit: int) -> Dict:
                     found.append((int(size or 0), _text(key)))
         if int(cursor) == 0 or steps * SCAN_COUNT >= scan_limit:
             break
-    return {"sorted_sets": sorted_sets, "limiter_keys": found, "complete": int(cursor) == 0}
+    return {
+        "sorted_sets": sorted_sets,
+        "compact_logs": len(compact["limiter_keys"]),
+        "limiter_keys": found,
+        "complete": int(cursor) == 0 and compact["complete"],
+    }
+
+
+def scan_compact_logs(r: redis.Redis, match: str, scan_limit: int) -> Dict:
+    """A bounded SCAN of the compact logs matching `match` (each one is a
+    limiter's log) with their MEMORY USAGE; none where the server does not
+    know the type (the module in its default mode, or not loaded)."""
+    found: List[Tuple[int, str]] = []
+    cursor, steps = 0, 0
+    while True:
+        try:
+            cursor, keys = r.scan(cursor=cursor, match=match, count=SCAN_COUNT, _type=COMPACT_TYPE)
+        except redis.exceptions.ResponseError:
+            return {"limiter_keys": [], "complete": True}  # a server that refuses an unknown type
+        steps += 1
+        if keys:
+            pipe = r.pipeline(transaction=False)
+            for key in keys:
+                pipe.memory_usage(key, samples=0)
+            for key, size in zip(keys, pipe.execute()):
+                found.append((int(size or 0), _text(key)))
+        if int(cursor) == 0 or steps * SCAN_COUNT >= scan_limit:
+            break
+    return {"limiter_keys": found, "complete": int(cursor) == 0}
 
 
 def gather(
@@ -169,7 +208,8 @@ def gather(
 
     scan = scan_limiter_keys(r, match, scan_limit)
     sizes = sorted(scan["limiter_keys"], reverse=True)
-    out["scan"] = {"match": match, "sorted_sets": scan["sorted_sets"], "limiter_keys": len(sizes), "complete": scan["complete"], "limit": scan_limit}
+    out["scan"] = {"match": match, "sorted_sets": scan["sorted_sets"], "compact_logs": scan["compact_logs"],
+                   "limiter_keys": len(sizes), "complete": scan["complete"], "limit": scan_limit}
     out["biggest"] = [{"key": k, "bytes": b} for b, k in sizes[:top]]
     big = [k for b, k in sizes if b > big_key_bytes]
     if big:
@@ -178,11 +218,26 @@ def gather(
     info = r.info("stats")
     out["evicted_keys"] = int(info.get("evicted_keys", 0))
     if out["evicted_keys"] > 0:
-        out["alerts"].append(f"evicted_keys {out['evicted_keys']} > 0: evicted limiter keys forget their entries")
+        out["alerts"].append(
+            f"evicted_keys {out['evicted_keys']} > 0: an evicted limiter key forgets its entries, "
+            "and its caller gets a fresh window (over-admission)"
+        )
     policy = _text(r.config_get("maxmemory-policy").get("maxmemory-policy", "noeviction"))
+    maxmemory = int(r.config_get("maxmemory").get("maxmemory", 0) or 0)
     out["maxmemory_policy"] = policy
-    if policy.startswith(("allkeys-", "volatile-")):
-        out["warnings"].append(f"maxmemory-policy {policy} can evict limiter keys (they carry a TTL)")
+    out["maxmemory"] = maxmemory
+    if policy.startswith(EVICTING):
+        why = f"maxmemory-policy {policy} can evict limiter keys (every limiter key carries a TTL)"
+        fix = "run noeviction, or the limiter on an instance of its own"
+        if sizes and maxmemory > 0:
+            out["alerts"].append(
+                f"{why}, and this server holds {len(sizes)} of them under maxmemory {maxmemory}: "
+                f"an evicted one admits a fresh window; {fix}"
+            )
+        elif sizes:
+            out["warnings"].append(f"{why}; no maxmemory is set, so none is evicted yet; {fix}")
+        else:
+            out["warnings"].append(f"{why}; none was found on this server")
 
     try:
         section = r.info("slidewin")
@@ -236,11 +291,13 @@ def render_text(out: Dict) -> str:
     scan = out["scan"]
     extent = "the whole keyspace" if scan["complete"] else f"stopped after ~{scan['limit']} keys (--scan-limit)"
     lines.append(
-        f"biggest limiter keys ({scan['limiter_keys']} limiter keys among {scan['sorted_sets']} sorted sets matching {scan['match']!r}; SCAN of {extent}):"
+        f"biggest limiter keys ({scan['limiter_keys']} limiter keys among {scan['sorted_sets']} sorted sets and {scan['compact_logs']} compact logs matching {scan['match']!r}; SCAN of {extent}):"
     )
     for b in out["biggest"]:
         lines.append(f"  {b['bytes']:>10} B  {b['key']}")
-    lines.append(f"evicted_keys: {out['evicted_keys']}; maxmemory-policy: {out['maxmemory_policy']}")
+    lines.append(
+        f"evicted_keys: {out['evicted_keys']}; maxmemory-policy: {out['maxmemory_policy']}; maxmemory: {out['maxmemory']}"
+    )
     for k, v in out["slidewin"].items():
         lines.append(f"{k}: {v}")
     if out.get("top_denied"):

@@ -9,6 +9,8 @@ import sys
 import threading
 import time
 
+import redis
+
 from slidewin import Limiter
 
 
@@ -91,9 +93,67 @@ def test_a_crossed_threshold_exits_1(server):
     # in the slow log, and a loaded machine can slow PINGs: only the
     # eviction warning is under test here (the default latency threshold
     # has its own two tests above).
-    out = health(server, "--slow-ms", "100000", "--latency-ms", "1000")
+    out = health(server, "--slow-ms", "100000", "--latency-ms", "1000", "--big-key-bytes", str(1 << 30))
     assert out.returncode == 0, out.stdout
-    assert "WARNING: maxmemory-policy allkeys-lru can evict limiter keys" in out.stdout
+    # No maxmemory: nothing is evicted yet, a warning.
+    assert "WARNING: maxmemory-policy allkeys-lru can evict limiter keys (every limiter key carries a TTL); no maxmemory is set" in out.stdout
+
+
+# The evicting policies (issue: clusters under change): every limiter key has
+# a TTL, so the volatile-* ones take limiter keys first.
+EVICTING = ["allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu", "volatile-ttl", "volatile-random"]
+
+
+def test_an_evicting_policy_with_limiter_keys_under_a_maxmemory_fails_the_check(store_server):
+    c = store_server.client()
+    lim = Limiter(c)
+    lim.check("sms:limit:203.0.113.9", 5, 60_000)
+    used = int(c.info("memory")["used_memory"])
+    c.config_set("maxmemory", used + (64 << 20))  # far from full: nothing evicted
+    for policy in EVICTING:
+        c.config_set("maxmemory-policy", policy)
+        out = health(store_server, "--slow-ms", "100000", "--latency-ms", "1000")
+        assert out.returncode == 1, (policy, out.stdout)
+        assert (f"ALERT: maxmemory-policy {policy} can evict limiter keys (every limiter key carries a TTL), "
+                "and this server holds 1 of them under maxmemory") in out.stdout, out.stdout
+        assert "run noeviction, or the limiter on an instance of its own" in out.stdout
+        assert "evicted_keys: 0" in out.stdout
+    # The store's keys are what it found: sorted sets or compact logs.
+    kind = "1 limiter keys among 1 sorted sets and 0 compact logs" if store_server.log_type == "zset" \
+        else "1 limiter keys among 0 sorted sets and 1 compact logs"
+    assert kind in out.stdout, out.stdout
+    c.config_set("maxmemory-policy", "noeviction")
+    out = health(store_server, "--slow-ms", "100000", "--latency-ms", "1000")
+    assert out.returncode == 0, out.stdout
+    assert "maxmemory-policy" not in "".join(l for l in out.stdout.splitlines() if l.startswith(("ALERT", "WARNING")))
+
+
+def test_evicted_limiter_keys_fail_the_check(store_server):
+    # A real eviction: limiter keys (TTL) and cache values without one under
+    # volatile-ttl and a maxmemory the values overflow: the limiter keys go,
+    # and evicted_keys says so.
+    c = store_server.client()
+    lim = Limiter(c)
+    for i in range(200):
+        lim.check(f"sms:limit:10.1.{i // 250}.{i % 250}", 5, 600_000)
+    used = int(c.info("memory")["used_memory"])
+    c.config_set("maxmemory", used + (2 << 20))
+    c.config_set("maxmemory-policy", "volatile-ttl")
+    pipe = c.pipeline(transaction=False)
+    refused = 0
+    for i in range(64):
+        pipe.set(f"cache:{i}", "x" * (64 << 10))
+        try:
+            pipe.execute()
+        except redis.exceptions.ResponseError:
+            refused += 1  # OOM once nothing evictable is left: the values have no TTL
+    evicted = int(c.info("stats")["evicted_keys"])
+    left = sum(1 for i in range(200) if c.exists(f"sms:limit:10.1.{i // 250}.{i % 250}"))
+    assert evicted > 0 and left < 200, (evicted, left, refused)
+    assert evicted == 200 - left, "volatile-ttl evicts only keys with a TTL: the limiter keys"
+    out = health(store_server, "--slow-ms", "100000", "--latency-ms", "1000")
+    assert out.returncode == 1, out.stdout
+    assert f"ALERT: evicted_keys {evicted} > 0: an evicted limiter key forgets its entries" in out.stdout, out.stdout
 
 
 def test_limiter_keys_of_any_name_are_found_and_other_keys_are_not(any_server):
@@ -116,7 +176,7 @@ def test_limiter_keys_of_any_name_are_found_and_other_keys_are_not(any_server):
     assert out.returncode == 0, out.stdout + out.stderr
     listed = re.findall(r"^\s+\d+ B  (\S+)$", out.stdout, re.M)
     assert sorted(listed) == sorted(["api:user:42", "{u:7}:ip", "{u:7}:phone", "sms:limit:1.2.3.4", "legacy:rl:9"]), out.stdout
-    assert "5 limiter keys among 7 sorted sets matching '*'; SCAN of the whole keyspace" in out.stdout
+    assert "5 limiter keys among 7 sorted sets and 0 compact logs matching '*'; SCAN of the whole keyspace" in out.stdout
     # --match still narrows it.
     narrowed = health(any_server, "--match", "sms:*")
     assert re.findall(r"^\s+\d+ B  (\S+)$", narrowed.stdout, re.M) == ["sms:limit:1.2.3.4"]
