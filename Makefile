@@ -23,7 +23,7 @@ export VENV PYTHON
 # The classic builder: this project's machines have no buildx.
 DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
-.PHONY: help deps build fault-module python-client test test-python fuzz unit lint fmt run bench bench-smoke cluster cluster-stop docker docker-run test-docker clean
+.PHONY: help deps build fault-module python-client test test-python fuzz unit lint fmt run bench bench-eviction bench-smoke cluster cluster-stop docker docker-run test-docker clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -88,8 +88,12 @@ bench: build ## Benchmark CHECK (sorted sets, then compact logs) against the flo
 		$(PYTHON) bench/instructions.py --server $$server --log-type $$log --out bench/instructions.md $(if $(CELL),--cell $(CELL)) $(INSTR_ARGS) || exit 1; \
 	done; done
 
+bench-eviction: build ## What maxmemory eviction does to limiter keys: every policy, both log types, the four servers; writes bench/results-eviction.md
+	$(PYTHON) bench/eviction.py --out bench/results-eviction.md
+
 bench-smoke: build ## A short run of the benchmark (checks it works and stops its server; numbers are not meaningful)
 	$(PYTHON) bench/bench.py --scale 0.02 --rounds 1
+	$(PYTHON) bench/eviction.py --smoke
 	$(PYTHON) bench/instructions.py --keys 20 --full-keys 1
 	$(PYTHON) bench/instructions.py --keys 20 --full-keys 1 --log-type compact
 	scripts/test-bench-stops.sh
