@@ -23,6 +23,8 @@ on_every_server! {
     python_client_falls_back_to_the_function_library_on_every_primary => python_function_fallback;
     failover_keeps_replicated_decisions => failover;
     atomic_slot_migration_under_load => atomic_slot_migration;
+    redis_cli_reshard_under_load => reshard;
+    redis_cli_reshard_under_load_with_compact_logs => reshard_compact;
     compact_logs_move_by_migrate_and_migrateslots => compact_migration;
 }
 
@@ -886,6 +888,7 @@ struct AsmCall {
 struct AsmClient {
     calls: Vec<AsmCall>,
     moved: usize,
+    asked: usize,
     tryagain: usize,
 }
 
@@ -911,7 +914,12 @@ impl AsmProgress {
 const ASM_WINDOW_MS: i64 = 600_000;
 
 fn asm_key(i: usize) -> String {
-    format!("{{asm}}load:{i}")
+    load_key("asm", i)
+}
+
+/// Key `i` of a load whose keys share the hash tag `tag` (one slot).
+fn load_key(tag: &str, i: usize) -> String {
+    format!("{{{tag}}}load:{i}")
 }
 
 /// CHECKs and two-rule MCHECKs on `{asm}` keys until `stop`, sent to the
@@ -922,6 +930,7 @@ fn asm_client(
     mut owner: u16,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     progress: std::sync::Arc<AsmProgress>,
+    tag: String,
 ) -> std::thread::JoinHandle<AsmClient> {
     std::thread::spawn(move || {
         let connect = |port: u16| {
@@ -954,13 +963,15 @@ fn asm_client(
             };
             let mut cmd = if keys.len() == 1 {
                 let mut cmd = redis::cmd("SLIDEWIN.CHECK");
-                cmd.arg(asm_key(keys[0])).arg(ASM_LIMIT).arg(ASM_WINDOW_MS);
+                cmd.arg(load_key(&tag, keys[0]))
+                    .arg(ASM_LIMIT)
+                    .arg(ASM_WINDOW_MS);
                 cmd
             } else {
                 let mut cmd = redis::cmd("SLIDEWIN.MCHECK");
                 cmd.arg(2);
                 for &k in &keys {
-                    cmd.arg(asm_key(k)).arg(ASM_LIMIT).arg(ASM_WINDOW_MS);
+                    cmd.arg(load_key(&tag, k)).arg(ASM_LIMIT).arg(ASM_WINDOW_MS);
                 }
                 cmd
             };
@@ -1016,6 +1027,7 @@ fn asm_client(
                             owner = port(&text);
                             asking = false;
                         } else if text.starts_with("ASK ") {
+                            seen.asked += 1;
                             owner = port(&text);
                             asking = true;
                         } else if text.starts_with("TRYAGAIN") {
@@ -1072,14 +1084,13 @@ fn migration_state(c: &mut Connection) -> Option<String> {
     fields.get(at + 1).cloned()
 }
 
+/// A log's entries (member, score) and expiry, sorted set or compact log
+/// (support's `entries` reads a compact log from its DUMP payload).
 fn entries_and_expiry(c: &mut Connection, key: &str) -> (Vec<(String, i64)>, i64) {
-    let entries: Vec<(String, i64)> = redis::cmd("ZRANGE")
-        .arg(key)
-        .arg(0)
-        .arg(-1)
-        .arg("WITHSCORES")
-        .query(c)
-        .unwrap();
+    let entries: Vec<(String, i64)> = entries(c, key.as_bytes())
+        .into_iter()
+        .map(|(m, s)| (String::from_utf8_lossy(&m).into_owned(), s as i64))
+        .collect();
     let at: i64 = redis::cmd("PEXPIRETIME").arg(key).query(c).unwrap();
     (entries, at)
 }
@@ -1148,7 +1159,15 @@ fn atomic_slot_migration(flavor: Flavor) {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let progress = std::sync::Arc::new(AsmProgress::default());
     let clients: Vec<_> = (0..8)
-        .map(|_| asm_client(cluster.ports(), source, stop.clone(), progress.clone()))
+        .map(|_| {
+            asm_client(
+                cluster.ports(),
+                source,
+                stop.clone(),
+                progress.clone(),
+                "asm".to_string(),
+            )
+        })
         .collect();
     // Driven by counts, not by time: the slot moves once calls were allowed
     // and denied on the source, the load ends once more were allowed on the
@@ -1411,4 +1430,209 @@ fn compact_migration(flavor: Flavor) {
     );
     let back: Vec<_> = keys.iter().map(|k| compact_state(&mut src, k)).collect();
     assert_same_logs(&back, &moved_once, "MIGRATESLOTS carried every log");
+}
+
+/// The slot of `key` (CRC16-XMODEM of the hash tag, or of the whole key),
+/// as the cluster computes it.
+fn slot_of(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let hashed = match key.find('{') {
+        Some(open) => match key[open + 1..].find('}') {
+            Some(len) if len > 0 => &bytes[open + 1..open + 1 + len],
+            _ => bytes,
+        },
+        None => bytes,
+    };
+    let mut crc: u16 = 0;
+    for &b in hashed {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+fn reshard(flavor: Flavor) {
+    reshard_with(Cluster::start(flavor, 5000), "sorted sets");
+}
+
+fn reshard_compact(flavor: Flavor) {
+    reshard_with(Cluster::start_compact(flavor), "compact logs");
+}
+
+/// `redis-cli --cluster reshard` (MIGRATE in batches, ASK and TRYAGAIN on
+/// the way) of a slot holding limiter keys while 16 clients keep calling
+/// CHECK and two-rule MCHECK on it with tight limits, following every
+/// redirection as a cluster client does. Afterwards the new owner holds
+/// exactly the entries the allowed calls were given, each scored within
+/// its call, no key over its limit, each expiry the newest entry plus the
+/// window: nothing lost, nothing admitted twice.
+fn reshard_with(cluster: Cluster, what: &str) {
+    let flavor = cluster.flavor;
+    let masters = cluster.masters(cluster.base);
+    // redis-cli moves the lowest slots of the source first: the load's
+    // tag is one whose slot is its owner's lowest.
+    let (source, source_id, ranges) = masters
+        .iter()
+        .min_by_key(|(_, _, r)| r.iter().map(|(a, _)| *a).min().unwrap_or(u16::MAX))
+        .cloned()
+        .expect("a master");
+    let slot = ranges.iter().map(|(a, _)| *a).min().expect("a slot");
+    let tag = (0..1_000_000)
+        .map(|i| format!("rs{i}"))
+        .find(|t| slot_of(&format!("{{{t}}}")) == slot)
+        .expect("a tag for the slot");
+    let mut any = cluster.conn(cluster.base);
+    assert_eq!(
+        keyslot(&mut any, &load_key(&tag, 0)),
+        slot,
+        "CRC16 as the server's"
+    );
+    let (target, target_id, _) = masters
+        .iter()
+        .find(|(p, _, _)| *p != source)
+        .cloned()
+        .expect("a target");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let progress = std::sync::Arc::new(AsmProgress::default());
+    let clients: Vec<_> = (0..16)
+        .map(|_| {
+            asm_client(
+                cluster.ports(),
+                source,
+                stop.clone(),
+                progress.clone(),
+                tag.clone(),
+            )
+        })
+        .collect();
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            let (allowed, denied) = progress.get();
+            allowed >= 1000 && denied >= 200
+        }),
+        "the load before the reshard: {:?}",
+        progress.get()
+    );
+    let started_ms = wall_ms();
+    let out = Command::new(cli())
+        .args(["--cluster", "reshard", &format!("127.0.0.1:{source}")])
+        .args(["--cluster-from", &source_id, "--cluster-to", &target_id])
+        .args(["--cluster-slots", "1", "--cluster-yes"])
+        .output()
+        .expect("run redis-cli --cluster reshard");
+    let done_ms = wall_ms();
+    assert!(
+        out.status.success(),
+        "reshard failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let allowed_at_move = progress.get().0;
+    assert!(
+        wait_until(Duration::from_secs(60), || progress.get().0
+            >= allowed_at_move + 500),
+        "the load after the reshard: {:?}",
+        progress.get()
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen: Vec<AsmClient> = clients
+        .into_iter()
+        .map(|c| c.join().expect("a load client"))
+        .collect();
+    assert_eq!(cluster.owner(slot).0, target, "the target owns the slot");
+    let mut src = cluster.conn(source);
+    let left: i64 = redis::cmd("CLUSTER")
+        .arg("COUNTKEYSINSLOT")
+        .arg(slot)
+        .query(&mut src)
+        .unwrap();
+    assert_eq!(left, 0, "the source still holds keys of the slot");
+
+    let calls: Vec<&AsmCall> = seen.iter().flat_map(|s| &s.calls).collect();
+    let moved: usize = seen.iter().map(|s| s.moved).sum();
+    let asked: usize = seen.iter().map(|s| s.asked).sum();
+    let tryagain: usize = seen.iter().map(|s| s.tryagain).sum();
+    let allowed = calls.iter().filter(|c| c.allowed).count();
+    let denied = calls.len() - allowed;
+    let allowed_before = calls
+        .iter()
+        .filter(|c| c.allowed && c.received_ms < started_ms)
+        .count();
+    let allowed_after = calls
+        .iter()
+        .filter(|c| c.allowed && c.sent_ms > done_ms)
+        .count();
+    assert!(
+        allowed_before > 0 && allowed_after > 0 && denied > 0,
+        "allowed before {allowed_before}, after {allowed_after}; {denied} denied"
+    );
+    for (i, s) in seen.iter().enumerate() {
+        assert!(
+            s.moved + s.asked >= 1,
+            "client {i} was never redirected to the new owner"
+        );
+    }
+    let mut given: Vec<HashMap<Vec<u8>, (i64, i64)>> = vec![HashMap::new(); ASM_KEYS];
+    for c in calls.iter().filter(|c| c.allowed) {
+        assert_eq!(c.members.len(), 1, "cost 1");
+        for &k in &c.keys {
+            let earlier = given[k].insert(c.members[0].clone(), (c.sent_ms, c.received_ms));
+            assert!(
+                earlier.is_none(),
+                "{}: a member given twice",
+                load_key(&tag, k)
+            );
+        }
+    }
+    let mut tgt = cluster.conn(target);
+    let mut entries_total = 0;
+    for (k, members) in given.iter().enumerate() {
+        let key = load_key(&tag, k);
+        let (entries, expiry) = entries_and_expiry(&mut tgt, &key);
+        assert!(
+            entries.len() <= ASM_LIMIT,
+            "{key}: {} entries",
+            entries.len()
+        );
+        assert_eq!(
+            entries.len(),
+            members.len(),
+            "{key}: entries vs allowed calls"
+        );
+        for (member, score) in &entries {
+            let (sent, received) = members
+                .get(member.as_bytes())
+                .unwrap_or_else(|| panic!("{key}: {member} was never given"));
+            assert!(
+                (sent - 1..=received + 1).contains(score),
+                "{key}: {member} scored {score}, the call ran {sent}..{received}"
+            );
+        }
+        if let Some(newest) = entries.iter().map(|e| e.1).max() {
+            // MIGRATE carries a relative TTL (taken on the source, added to
+            // the target's clock when it restores): a moved key may expire
+            // later than its newest entry plus the window by the time the
+            // move took, never earlier (that would drop entries that count).
+            let late = expiry - (newest + ASM_WINDOW_MS);
+            assert!(
+                (0..=done_ms - started_ms + 5).contains(&late),
+                "{key}: expiry {expiry}, newest {newest}, {late} ms late"
+            );
+        }
+        entries_total += entries.len();
+    }
+    eprintln!(
+        "redis-cli reshard ({flavor:?}, {what}): slot {slot} {source} -> {target} under 16 clients: \
+         {} calls ({allowed} allowed, {denied} denied; {allowed_before} allowed before, {allowed_after} \
+         after the {} ms reshard), {moved} MOVED, {asked} ASK and {tryagain} TRYAGAIN followed, \
+         {entries_total} entries on the target, each checked against its call",
+        calls.len(),
+        done_ms - started_ms,
+    );
 }
