@@ -68,6 +68,12 @@ mod on_compact_logs {
     fn oldest_age(f: Flavor) {
         compact(super::oldest_age, f)
     }
+    fn boundary_compact(f: Flavor) {
+        super::boundary_compact(f)
+    }
+    fn future_entries_compact(f: Flavor) {
+        super::future_entries_compact(f)
+    }
     fn expiry_follows_newest(f: Flavor) {
         compact(super::expiry_follows_newest, f)
     }
@@ -101,6 +107,8 @@ mod on_compact_logs {
         binary_keys => binary_keys;
         multi_exec_admits_exactly_the_limit => multi_exec;
         callable_from_lua => from_lua;
+        boundary_entry_exactly_window_old_is_gone => boundary_compact;
+        entries_from_the_future_keep_the_key_alive => future_entries_compact;
     }
 }
 
@@ -824,4 +832,95 @@ fn rdb_restart(flavor: Flavor) {
         .query(&mut p)
         .unwrap();
     assert!(n >= 1);
+}
+
+/// `boundary` on a compact log: the entry is placed by `SLIDEWIN.APPLY` at
+/// exactly `window_ms` (and a millisecond less) before the clock the
+/// module reads, which a probe CHECK on a sorted set (kept as one: it
+/// exists before the call) shows inside the same script.
+fn boundary_compact(flavor: Flavor) {
+    let server = Options::new(flavor)
+        .module_args(&["log-type", "compact"])
+        .start();
+    let mut c = server.conn();
+    let script = r"
+        redis.call('ZADD', KEYS[1], 0, 'seed')
+        redis.call('SLIDEWIN.CHECK', KEYS[1], 1000, 100000)
+        local now = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
+        redis.call('SLIDEWIN.APPLY', KEYS[2], 'ADD', now - tonumber(ARGV[1]) + tonumber(ARGV[2]), 7, 1,
+                   'PXAT', now + 100000)
+        return {redis.call('SLIDEWIN.CHECK', KEYS[2], 1, ARGV[1]), now}
+    ";
+    let window = 10_000i64;
+    let frozen = server.clock_frozen_in_script();
+    for (offset, key) in [(0i64, "exact"), (1, "younger")] {
+        let v: Vec<i64> = redis::cmd("EVAL")
+            .arg(script)
+            .arg(2)
+            .arg(format!("probe:{key}"))
+            .arg(key)
+            .arg(window)
+            .arg(offset)
+            .query(&mut c)
+            .expect("EVAL");
+        let (allowed, now) = (v[0], v[1]);
+        let t: String = redis::cmd("TYPE").arg(key).query(&mut c).unwrap();
+        assert_eq!(t, "slidewlog", "{key}: a compact log");
+        let log = entries(&mut c, key.as_bytes());
+        let old_present = log.iter().any(|(m, _)| m == b"7");
+        let old_score = now - window + offset;
+        if allowed == 1 {
+            let call_now = log
+                .iter()
+                .map(|(_, s)| *s as i64)
+                .max()
+                .expect("the new entry");
+            assert!(
+                !old_present,
+                "{key}: a slot was free, so the old entry must be gone"
+            );
+            assert!(old_score <= call_now - window, "{key}: trimmed too early");
+            assert_eq!(log.len(), 1, "{key}: {log:?}");
+        } else {
+            assert!(
+                old_present,
+                "{key}: denied, so the old entry must still count"
+            );
+        }
+        if offset == 0 {
+            assert_eq!(
+                allowed, 1,
+                "{key}: an entry window_ms old has left the window"
+            );
+        } else if frozen {
+            assert_eq!(allowed, 0, "{key}: one clock for the whole script");
+        }
+    }
+}
+
+/// `future_entries` on a compact log: an entry scored after now (placed by
+/// `SLIDEWIN.APPLY`, as after a clock step back) counts and keeps the key
+/// alive until it has left the window.
+fn future_entries_compact(flavor: Flavor) {
+    let server = Options::new(flavor)
+        .module_args(&["log-type", "compact"])
+        .start();
+    let mut c = server.conn();
+    let key = b"future";
+    let ahead = server_ms(&mut c) + 100_000;
+    let _: Value = redis::cmd("SLIDEWIN.APPLY")
+        .arg(key)
+        .arg("ADD")
+        .arg(ahead)
+        .arg(1)
+        .arg(1)
+        .arg("PXAT")
+        .arg(ahead + 60_000)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(check_raw(&mut c, &[key, b"2", b"60000"]).unwrap(), 1);
+    assert_eq!(pexpiretime(&mut c, key), ahead + 60_000);
+    // The future entry counts: the limit of 2 is now reached.
+    assert_eq!(check_raw(&mut c, &[key, b"2", b"60000"]).unwrap(), 0);
+    assert_eq!(entries(&mut c, key).len(), 2);
 }
