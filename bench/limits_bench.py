@@ -14,10 +14,12 @@ the state a busy key lives in: full. Each limit is measured in three phases:
 - fill: every key from empty to its limit (every hit allowed); enough keys
   that the phase has about --fill-hits hits (one key at limit 70,000);
 - full: --full-hits more hits, round-robin over the same keys, every one
-  denied (the steady state of a key being limited);
-- stats: the same number of reads of a full key's window: limits'
-  `get_window_stats` (moving_window.lua, what Flask-Limiter calls for its
-  headers) against `SLIDEWIN.PEEK key limit window_ms DETAIL`.
+  denied (the steady state of many callers at their limit);
+- hot: as many hits on one full key, every one denied (one caller being
+  limited: the same key at every limit, so only the limit changes);
+- stats: as many reads of that key's window: limits' `get_window_stats`
+  (moving_window.lua, what Flask-Limiter calls for its headers) against
+  `SLIDEWIN.PEEK key limit window_ms DETAIL`.
 The server time per hit is INFO commandstats' usec over calls (CONFIG
 RESETSTAT before each phase) of `evalsha` for limits and of
 `slidewin.check` / `slidewin.peek` for slidewin; the calls counted must be
@@ -68,7 +70,9 @@ except ImportError:  # pragma: no cover
     sys.exit("limits is not installed in this interpreter: run scripts/deps.sh (it installs limits into .venv)")
 
 WINDOW_MS = 86_400_000  # RateLimitItemPerDay: nothing expires during a run
-PHASES = ("fill", "full", "stats")
+PHASES = ("fill", "full", "hot", "stats")
+LABELS = {"fill": "fill (allowed)", "full": "full (denied), round-robin over the keys",
+          "hot": "full (denied), one key", "stats": "stats of one full key (get_window_stats / PEEK)"}
 
 
 def median_ratio(a, b):
@@ -118,14 +122,17 @@ class Sides:
         def full():
             return sum(hit(item, names[i % keys]) for i in range(full_hits))
 
+        def hot():
+            return sum(hit(item, names[0]) for _ in range(full_hits))
+
         def read():
             # remaining is 0 on a full key: count the reads that saw room.
-            return sum(stats(item, names[i % keys]).remaining > 0 for i in range(full_hits))
+            return sum(stats(item, names[0]).remaining > 0 for _ in range(full_hits))
 
-        out = {"fill": self.measure("evalsha", keys * limit, fill),
-               "full": self.measure("evalsha", full_hits, full),
-               "stats": self.measure("evalsha", full_hits, read)}
-        return out
+        return {"fill": self.measure("evalsha", keys * limit, fill),
+                "full": self.measure("evalsha", full_hits, full),
+                "hot": self.measure("evalsha", full_hits, hot),
+                "stats": self.measure("evalsha", full_hits, read)}
 
     def slidewin_phases(self, limit, keys, full_hits):
         names = [f"sw:{limit}:{i}" for i in range(keys)]
@@ -137,12 +144,16 @@ class Sides:
         def full():
             return sum(call("SLIDEWIN.CHECK", names[i % keys], limit, WINDOW_MS) for i in range(full_hits))
 
+        def hot():
+            return sum(call("SLIDEWIN.CHECK", names[0], limit, WINDOW_MS) for _ in range(full_hits))
+
         def read():
-            return sum(call("SLIDEWIN.PEEK", names[i % keys], limit, WINDOW_MS, "DETAIL")[2] > 0
-                       for i in range(full_hits))
+            return sum(call("SLIDEWIN.PEEK", names[0], limit, WINDOW_MS, "DETAIL")[2] > 0
+                       for _ in range(full_hits))
 
         return {"fill": self.measure("slidewin.check", keys * limit, fill),
                 "full": self.measure("slidewin.check", full_hits, full),
+                "hot": self.measure("slidewin.check", full_hits, hot),
                 "stats": self.measure("slidewin.peek", full_hits, read)}
 
 
@@ -169,9 +180,9 @@ def run_server(kind, opts, emit):
                 # denied, every read of a full key sees no room.
                 for side in order:
                     allowed = tuple(got[side][p][1] for p in PHASES)
-                    if allowed != (keys * L, 0, 0):
+                    if allowed != (keys * L, 0, 0, 0):
                         sys.exit(f"limits_bench: {kind} limit {L}: {side} allowed {allowed}, "
-                                 f"expected {(keys * L, 0, 0)}")
+                                 f"expected {(keys * L, 0, 0, 0)}")
                     for p in PHASES:
                         results[L][side][p].append(got[side][p][0])
         emit(f"### {kind} ({srv.version}), log-type {opts.log_type}")
@@ -186,9 +197,8 @@ def run_server(kind, opts, emit):
                 b = median(results[L]["slidewin"][p])
                 med[(L, p)] = (a, b)
                 n = fill_hits if p == "fill" else full_hits
-                label = {"fill": "fill (allowed)", "full": "full (denied)",
-                         "stats": "stats of a full key (get_window_stats / PEEK)"}[p]
-                emit(f"| {L:,} | {label} | {keys:,} | {n:,} | {a:.2f} | {b:.2f} | {b / a:.2f} |")
+                k = keys if p in ("fill", "full") else 1
+                emit(f"| {L:,} | {LABELS[p]} | {k:,} | {n:,} | {a:.2f} | {b:.2f} | {b / a:.2f} |")
         emit()
         lo, hi = min(opts.limits), max(opts.limits)
         if lo != hi:
@@ -254,14 +264,19 @@ def main():
     for kind in opts.servers:
         summary[kind] = run_server(kind, opts, emit)
     if 1000 in opts.limits:
-        emit("### Summary: slidewin ÷ limits at limit 1,000 (target ≤ 0.3) and slidewin's spread over the limits")
+        emit("### Summary: slidewin ÷ limits at limit 1,000 (target ≤ 0.3), and each side's growth")
         emit()
-        emit("| server | fill | full | stats | slidewin full µs/hit, max ÷ min over the limits |")
-        emit("|---|---:|---:|---:|---:|")
+        lo, hi = min(opts.limits), max(opts.limits)
+        emit(f"Growth: µs/hit at limit {hi:,} ÷ at {lo:,}, on one key (the hot and stats phases: "
+             "the same key count at every limit).")
+        emit()
+        emit("| server | ÷ fill | ÷ full | ÷ hot | ÷ stats | growth hot: limits | slidewin | growth stats: limits | slidewin |")
+        emit("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for kind, med in summary.items():
             r = [med[(1000, p)][1] / med[(1000, p)][0] for p in PHASES]
-            full = [med[(L, "full")][1] for L in opts.limits]
-            emit(f"| {kind} | {r[0]:.2f} | {r[1]:.2f} | {r[2]:.2f} | {max(full) / min(full):.2f} |")
+            g = [med[(hi, p)][i] / med[(lo, p)][i] for p in ("hot", "stats") for i in (0, 1)]
+            emit(f"| {kind} | " + " | ".join(f"{x:.2f}" for x in r) + " | "
+                 + " | ".join(f"×{x:.2f}" for x in g) + " |")
         emit()
     emit(f"({time.time() - started:.0f} s)")
     if opts.out:
