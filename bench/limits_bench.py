@@ -31,7 +31,7 @@ not absolute numbers across runs.
 
 Usage: bench/limits_bench.py [--servers redis-7.0,redis-8.2,valkey-8.1,valkey-9.1]
        [--limits 10,1000,70000] [--fill-hits 20000] [--full-hits 20000]
-       [--rounds 3] [--log-type zset|compact] [--out bench/results-limits.md]
+       [--rounds 3] [--log-types zset,compact] [--out bench/results-limits.md]
        bench/limits_bench.py --smoke    (a few seconds: one server, small
                                          limits; checks it works, numbers
                                          not meaningful)
@@ -157,8 +157,8 @@ class Sides:
                 "stats": self.measure("slidewin.peek", full_hits, read)}
 
 
-def run_server(kind, opts, emit):
-    srv = swbench.Server(kind, module_args=["log-type", opts.log_type])
+def run_server(kind, log_type, opts, emit):
+    srv = swbench.Server(kind, module_args=["log-type", log_type])
     try:
         sides = Sides(srv)
         sides.warm()
@@ -185,7 +185,7 @@ def run_server(kind, opts, emit):
                                  f"expected {(keys * L, 0, 0, 0)}")
                     for p in PHASES:
                         results[L][side][p].append(got[side][p][0])
-        emit(f"### {kind} ({srv.version}), log-type {opts.log_type}")
+        emit(f"### {kind} ({srv.version}), slidewin.log-type {log_type}")
         emit()
         emit("| limit per day | phase | keys | hits | limits µs/hit | slidewin µs/hit | slidewin ÷ limits |")
         emit("|---:|---|---:|---:|---:|---:|---:|")
@@ -223,20 +223,28 @@ def main():
                     help="about this many hits fill keys at each limit (at least one key's limit)")
     ap.add_argument("--full-hits", type=int, default=20_000, help="denied hits, and reads, on the full keys")
     ap.add_argument("--rounds", type=int, default=3, help="rounds; medians are reported")
-    ap.add_argument("--log-type", choices=["zset", "compact"], default="zset", help="slidewin.log-type")
+    ap.add_argument("--log-types", default="zset,compact",
+                    help="slidewin.log-type of each run, comma-separated (zset, compact); a server is started for each")
     ap.add_argument("--out", help="also write the tables (markdown) to this file")
     ap.add_argument("--smoke", action="store_true",
-                    help="a few seconds: redis-7.0 (unless --servers), limits 10,1000, 300 hits, 1 round")
+                    help="a few seconds: redis-7.0 (unless --servers), zset (unless --log-types), "
+                         "limits 10,1000, 300 hits, 1 round")
     opts = ap.parse_args()
     if opts.smoke:
         if "--servers" not in " ".join(sys.argv):
             opts.servers = "redis-7.0"
         opts.limits, opts.fill_hits, opts.full_hits, opts.rounds = "10,1000", 300, 300, 1
+        if "--log-types" not in " ".join(sys.argv):
+            opts.log_types = "zset"
     opts.servers = [s for s in opts.servers.split(",") if s]
     for s in opts.servers:
         if s not in swbench.SERVERS:
             sys.exit(f"unknown server {s}: one of {', '.join(swbench.SERVERS)}")
     opts.limits = [int(x) for x in opts.limits.split(",") if x]
+    opts.log_types = [t for t in opts.log_types.split(",") if t]
+    for t in opts.log_types:
+        if t not in ("zset", "compact"):
+            sys.exit(f"unknown log type {t}: zset or compact")
     if opts.rounds < 1 or opts.full_hits < 1 or opts.fill_hits < 1 or min(opts.limits) < 1:
         sys.exit("rounds, hits and limits must be at least 1")
 
@@ -262,7 +270,8 @@ def main():
     emit()
     summary = {}
     for kind in opts.servers:
-        summary[kind] = run_server(kind, opts, emit)
+        for log_type in opts.log_types:
+            summary[f"{kind} {log_type}"] = run_server(kind, log_type, opts, emit)
     if 1000 in opts.limits:
         emit("### Summary: slidewin ÷ limits at limit 1,000 (target ≤ 0.3), and each side's growth")
         emit()
@@ -270,7 +279,7 @@ def main():
         emit(f"Growth: µs/hit at limit {hi:,} ÷ at {lo:,}, on one key (the hot and stats phases: "
              "the same key count at every limit).")
         emit()
-        emit("| server | ÷ fill | ÷ full | ÷ hot | ÷ stats | growth hot: limits | slidewin | growth stats: limits | slidewin |")
+        emit("| server, log type | ÷ fill | ÷ full | ÷ hot | ÷ stats | growth hot: limits | slidewin | growth stats: limits | slidewin |")
         emit("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for kind, med in summary.items():
             r = [med[(1000, p)][1] / med[(1000, p)][0] for p in PHASES]
