@@ -20,7 +20,7 @@ from throttled.asyncio.rate_limiter.sliding_window import SlidingWindowRateLimit
 from throttled.store import MemoryStore, RedisStore
 
 import slidewin.throttled as st
-from conftest import Server, entries
+from conftest import SERVERS, entries
 
 PREFIX = "throttled:v1:slidewin:"
 BUILTINS = ["fixed_window", "sliding_window", "leaking_bucket", "token_bucket", "gcra"]
@@ -297,3 +297,39 @@ def test_server_errors_are_not_outages(server):
 def test_without_the_module_the_error_says_load_it(bare_server):
     with pytest.raises(exceptions.SetUpError, match="load the slidewin module"):
         make(bare_server, 5, 60_000).limit("x")
+
+
+@pytest.fixture(params=SERVERS)
+def cluster(request):
+    from test_cluster import Cluster
+
+    c = Cluster(request.param)
+    yield c
+    c.close()
+
+
+def test_on_a_cluster_each_key_goes_to_its_slot(cluster):
+    """throttled-py's redis+cluster:// store: each CHECK goes to the node
+    owning its key's slot (redis-py routes the module's commands by the key
+    they declare), sync and async."""
+    url = "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in cluster.nodes)
+    t = Throttled(using="slidewin", quota=per_min(2), store=RedisStore(server=url))
+    names = [f"user:{i}" for i in range(20)]
+    for name in names:
+        assert [t.limit(name).limited for _ in range(3)] == [False, False, True]
+        assert t.peek(name).remaining == 0
+    for name in names:
+        _slot, owner, _, _, _ = cluster.owner(PREFIX + name)
+        assert entries(owner.client(), PREFIX + name) == 2
+    assert sum(n.client().dbsize() for n in cluster.nodes) == len(names)  # no key twice
+    assert all(n.calls("slidewin.check") > 0 for n in cluster.nodes)
+
+    async def run():
+        at = athrottled.Throttled(using="slidewin", quota=per_min(1),
+                                  store=athrottled.RedisStore(server=url))
+        return [(await at.limit(f"a:{i}")).limited for i in range(10) for _ in range(2)]
+
+    assert asyncio.run(run()) == [False, True] * 10
+    for i in range(10):
+        _slot, owner, _, _, _ = cluster.owner(PREFIX + f"a:{i}")
+        assert entries(owner.client(), PREFIX + f"a:{i}") == 1
