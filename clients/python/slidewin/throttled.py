@@ -45,8 +45,9 @@ it is answered by a ``SLIDEWIN.PEEK``. An error the server replies (the
 module not loaded, a limit above ``slidewin.max-limit``, a window above
 ``slidewin.max-window-ms``, a key holding another type) raises
 ``throttled.exceptions.DataError`` (``SetUpError`` when the module is
-missing) with the server's message, not throttled-py's "store
-unavailable", which is kept for a server that cannot be reached. Only
+missing or an ACL refuses the command) with the server's message, not
+throttled-py's "store unavailable", which is kept for a server that cannot
+be reached, a read-only replica, an OOM refusal and cluster errors. Only
 throttled-py's Redis stores are supported (``MemoryStore`` raises
 ``SetUpError``): the decision is the server's.
 
@@ -101,6 +102,11 @@ def _server_error(command: str, exc: redis.exceptions.ResponseError) -> Exceptio
     an argument to fix, not an unreachable store (throttled-py wraps every
     RedisError as StoreUnavailableError)."""
     message = str(exc)
+    if isinstance(exc, redis.exceptions.NoPermissionError):
+        return exceptions.SetUpError(
+            f"{command}: the Redis user may not run it or touch the key (ACL: grant "
+            f"+slidewin.check +slidewin.peek and the key pattern). Server: {message}"
+        )
     if "unknown command" in message.lower():
         return exceptions.SetUpError(
             f"{command} is not known to the server: load the slidewin module "
@@ -110,9 +116,10 @@ def _server_error(command: str, exc: redis.exceptions.ResponseError) -> Exceptio
 
 
 def _answered(exc: Exception) -> bool:
-    """An error reply meaning a bad call (not an outage, a failover or a
-    full server, which stay throttled-py's StoreUnavailableError)."""
-    return type(exc) is redis.exceptions.ResponseError
+    """An error reply meaning a bad call or a missing permission (not an
+    outage, a failover, a read-only replica or a full server, which stay
+    throttled-py's StoreUnavailableError)."""
+    return type(exc) in (redis.exceptions.ResponseError, redis.exceptions.NoPermissionError)
 
 
 def _args(keys: Sequence[str], args: Sequence[int]) -> Tuple[str, list]:

@@ -287,6 +287,13 @@ def test_server_errors_are_not_outages(server):
 
     with pytest.raises(exceptions.DataError, match="limit must be"):
         asyncio.run(async_error())
+    # An ACL user without the commands: a setup error naming the grant.
+    r.execute_command("ACL", "SETUSER", "app", "on", ">pw", "~*", "+@all", "-slidewin.check")
+    acl = Throttled(using="slidewin", quota=per_min(5),
+                    store=RedisStore(server=f"redis://app:pw@127.0.0.1:{server.port}/0"))
+    with pytest.raises(exceptions.SetUpError, match="ACL"):
+        acl.limit("x")
+    assert acl.peek("x").remaining == 5  # PEEK is still granted
     # Unreachable: throttled-py's own StoreUnavailableError.
     t = make(server, 5, 60_000)
     server.stop()
