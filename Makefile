@@ -94,9 +94,14 @@ bench-eviction: build ## What maxmemory eviction does to limiter keys: every pol
 bench-smoke: build ## A short run of the benchmark (checks it works and stops its server; numbers are not meaningful)
 	$(PYTHON) bench/bench.py --scale 0.02 --rounds 1
 	$(PYTHON) bench/eviction.py --smoke
+	$(PYTHON) bench/limits_bench.py --smoke
 	$(PYTHON) bench/instructions.py --keys 20 --full-keys 1
 	$(PYTHON) bench/instructions.py --keys 20 --full-keys 1 --log-type compact
 	scripts/test-bench-stops.sh
+
+.PHONY: bench-limits
+bench-limits: build ## limits' Redis moving window against SLIDEWIN.CHECK: server µs per hit at limits 10, 1000, 70000 on every server (LIMITS_BENCH_ARGS=...); writes bench/results-limits.md
+	$(PYTHON) bench/limits_bench.py --servers "$$(echo $(BENCH_SERVERS) | tr ' ' ,)" --out bench/results-limits.md $(LIMITS_BENCH_ARGS)
 
 docker: ## Build the image (IMAGE, REDIS_IMAGE, RUST_IMAGE; pulls the base images)
 	$(DOCKER_BUILD) -f docker/Dockerfile --build-arg REDIS_IMAGE=$(REDIS_IMAGE) \

