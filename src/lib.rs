@@ -33,6 +33,7 @@ pub mod counters;
 pub mod ffi;
 pub mod hitters;
 pub mod member;
+pub mod relocate;
 pub mod stats;
 pub mod store;
 pub mod top;

@@ -78,7 +78,9 @@ pub fn capabilities() -> [(&'static CStr, u64); 3] {
 }
 
 /// The INFO sections: `slidewin_stats`, `slidewin_capabilities`,
-/// `slidewin_config` (`log_type`) and `slidewin_top`.
+/// `slidewin_config` (`log_type`), with compact logs `slidewin_compact`
+/// (`compact_defrag_moved`: blocks active defragmentation moved), and
+/// `slidewin_top`.
 fn write_info(info: &mut InfoWriter) {
     info.section(c"stats");
     for (name, value) in snapshot() {
@@ -96,6 +98,13 @@ fn write_info(info: &mut InfoWriter) {
             crate::config::LogType::Compact => c"compact",
         },
     );
+    if crate::config::log_type() == crate::config::LogType::Compact {
+        info.section(c"compact");
+        info.field(
+            c"compact_defrag_moved",
+            crate::ffi::module_type::defrag_moved(),
+        );
+    }
     let (capacity, period_ms, keys, bytes) = crate::hitters::info();
     info.section(c"top");
     info.field(c"top_capacity", capacity);

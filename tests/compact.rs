@@ -24,6 +24,7 @@ on_every_server! {
     hostile_restore_payloads_are_refused => hostile_restore;
     the_setting_is_fixed_at_load_and_the_default_mode_is_unchanged => setting;
     memory_is_about_two_bytes_an_entry_and_frees_off_the_main_thread => memory;
+    active_defragmentation_moves_logs_and_keeps_them => defrag;
 }
 
 fn compact(flavor: Flavor) -> Options {
@@ -921,4 +922,111 @@ fn memory(flavor: Flavor) {
         .unwrap_or(0);
     assert!(freed >= 2, "lazily freed objects: {freed}");
     assert_eq!(check(&mut c, "after", 1, 60_000), 1);
+}
+
+/// Active defragmentation (where the server can run it: it needs its own
+/// jemalloc, and says so when asked) moves compact logs' blocks through the
+/// type's defrag callback; every log keeps its entries, expiry and
+/// decisions. The heap is fragmented on purpose: many small and large
+/// logs, every other one deleted.
+fn defrag(flavor: Flavor) {
+    let server = compact(flavor).start();
+    let mut c = server.conn();
+    let keys: Vec<String> = (0..6000).map(|i| format!("df:{i}")).collect();
+    let mut pipe = redis::pipe();
+    for (i, k) in keys.iter().enumerate() {
+        // Most small (a run or a few), some chunked (over 32 runs).
+        let calls = if i % 50 == 0 { 60 } else { 1 + i % 4 };
+        for _ in 0..calls {
+            pipe.cmd("SLIDEWIN.CHECK")
+                .arg(k)
+                .arg(1000)
+                .arg(3_600_000)
+                .ignore();
+        }
+        if i % 500 == 499 {
+            pipe.query::<()>(&mut c).unwrap();
+            pipe = redis::pipe();
+        }
+    }
+    pipe.query::<()>(&mut c).unwrap();
+    let mut del = redis::cmd("DEL");
+    for k in keys.iter().step_by(2) {
+        del.arg(k);
+    }
+    let _: i64 = del.query(&mut c).unwrap();
+    let kept: Vec<&String> = keys.iter().skip(1).step_by(2).collect();
+    let state = |c: &mut Connection, k: &str| {
+        (
+            digest_value(c, k),
+            pexpiretime(c, k),
+            detail(c, "SLIDEWIN.PEEK", &[k, "1000", "3600000"])[2],
+        )
+    };
+    let before: Vec<_> = kept.iter().map(|k| state(&mut c, k)).collect();
+    let on = redis::cmd("CONFIG")
+        .arg(&["SET", "activedefrag", "yes"])
+        .query::<()>(&mut c);
+    if let Err(e) = on {
+        // The server's answer, not a guess by name or version.
+        assert!(
+            error_text(&e).contains("Active defragmentation cannot be enabled"),
+            "{e}"
+        );
+        assert_eq!(
+            info_field(&mut c, "slidewin", "slidewin_compact_defrag_moved").as_deref(),
+            Some("0")
+        );
+        eprintln!(
+            "defrag ({flavor:?}): the server cannot run active defragmentation: {}",
+            error_text(&e)
+        );
+        return;
+    }
+    for (name, value) in [
+        ("active-defrag-ignore-bytes", "1"),
+        ("active-defrag-threshold-lower", "0"),
+        ("active-defrag-cycle-min", "50"),
+        ("active-defrag-cycle-max", "90"),
+    ] {
+        let _: () = redis::cmd("CONFIG")
+            .arg(&["SET", name, value])
+            .query(&mut c)
+            .unwrap_or_else(|e| panic!("CONFIG SET {name} {value}: {e}"));
+    }
+    let moved = || -> u64 {
+        let mut c = server.conn();
+        info_field(&mut c, "slidewin", "slidewin_compact_defrag_moved")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    assert!(
+        wait_until(Duration::from_secs(60), || moved() > 100),
+        "active defragmentation moved {} blocks of compact logs",
+        moved()
+    );
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "activedefrag", "no"])
+        .query(&mut c)
+        .unwrap();
+    let after: Vec<_> = kept.iter().map(|k| state(&mut c, k)).collect();
+    assert_eq!(after, before, "every log as it was");
+    // They go on deciding, growing and freeing.
+    for k in kept.iter().take(200) {
+        assert_eq!(
+            cmd(&mut c, &["SLIDEWIN.CHECK", k, "1000", "3600000"]).unwrap(),
+            Value::Int(1)
+        );
+    }
+    let usage: i64 = redis::cmd("MEMORY")
+        .arg(&["USAGE", kept[0].as_str()])
+        .query(&mut c)
+        .unwrap();
+    assert!(usage > 0);
+    let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    eprintln!(
+        "defrag ({flavor:?}): {} blocks of compact logs moved, {} logs intact",
+        moved(),
+        kept.len()
+    );
 }

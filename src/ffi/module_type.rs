@@ -1,5 +1,5 @@
 //! A module data type: registration and the server's callbacks (RDB save
-//! and load, AOF rewrite, digest, memory usage, copy, free), over any value
+//! and load, AOF rewrite, digest, memory usage, copy, free, defrag), over any value
 //! that says how to turn itself into bytes and back ([`TypeValue`]). This
 //! file knows nothing of what the value is; `compact_store.rs` gives the
 //! compact log to it.
@@ -14,11 +14,12 @@ use std::ffi::CStr;
 use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use redis_module::{raw, Context};
 
 use super::base::{api, StoreError};
+use crate::relocate::Relocate;
 
 /// A value the server can hold under a module data type.
 pub trait TypeValue: Sized + Clone + 'static {
@@ -45,6 +46,9 @@ pub trait TypeValue: Sized + Clone + 'static {
     /// How much work freeing it takes (UNLINK frees large values off the
     /// main thread).
     fn free_effort(&self) -> usize;
+    /// Hands every heap block it owns besides itself to `to` (active
+    /// defragmentation may move them).
+    fn relocate<R: Relocate>(&mut self, to: &mut R);
 }
 
 /// The handle of a registered data type holding `T`; null until
@@ -85,6 +89,7 @@ impl<T: TypeValue> ModuleType<T> {
         methods.free = Some(free::<T>);
         methods.free_effort = Some(free_effort::<T>);
         methods.copy = Some(copy::<T>);
+        methods.defrag = Some(defrag::<T>);
         // SAFETY: the load-time context, a NUL-terminated 9-character name
         // and a methods struct the server copies before returning.
         let ptr = unsafe { create(ctx.ctx, T::NAME.as_ptr(), T::ENCODING_VERSION, &mut methods) };
@@ -306,5 +311,97 @@ extern "C" fn copy<T: TypeValue>(
             Some(v) => ModuleType::<T>::into_raw(v.clone()),
             None => std::ptr::null_mut(),
         }
+    })
+}
+
+/// Blocks of module values active defragmentation moved, since load.
+static DEFRAG_MOVED: AtomicU64 = AtomicU64::new(0);
+
+/// How many blocks of module values active defragmentation has moved.
+pub fn defrag_moved() -> u64 {
+    DEFRAG_MOVED.load(Ordering::Relaxed)
+}
+
+/// The server's active defragmentation as a [`Relocate`]: each block goes
+/// to `RedisModule_DefragAlloc`, which moves it (copying it whole, freeing
+/// the old one) when the allocator asks to, or leaves it.
+struct Defragger {
+    ctx: *mut raw::RedisModuleDefragCtx,
+    alloc: unsafe extern "C" fn(*mut raw::RedisModuleDefragCtx, *mut c_void) -> *mut c_void,
+}
+
+impl Defragger {
+    /// Where the block at `ptr` lives after the server had its say.
+    fn moved(&self, ptr: *mut c_void) -> *mut c_void {
+        // SAFETY: the live defrag context of this callback; `ptr` starts a
+        // block the module's global allocator (`RedisModule_Alloc`) made
+        // and that nothing else refers to while the callback runs (the
+        // server calls it on the main thread, between commands). The server
+        // returns null (not moved) or a new block holding the same bytes,
+        // having freed the old one.
+        let new = unsafe { (self.alloc)(self.ctx, ptr) };
+        if new.is_null() {
+            ptr
+        } else {
+            DEFRAG_MOVED.fetch_add(1, Ordering::Relaxed);
+            new
+        }
+    }
+}
+
+impl Relocate for Defragger {
+    fn vec<T>(&mut self, v: Vec<T>) -> Vec<T> {
+        if v.capacity() == 0 || std::mem::size_of::<T>() == 0 {
+            return v;
+        }
+        let mut v = std::mem::ManuallyDrop::new(v);
+        let (ptr, len, capacity) = (v.as_mut_ptr(), v.len(), v.capacity());
+        let at = self.moved(ptr.cast()).cast::<T>();
+        // SAFETY: `at` holds the `len` initialised elements of the buffer
+        // of `capacity` the vector had (the block moved whole, same size,
+        // same alignment: the allocator's natural one for its size class,
+        // as the first allocation had), and the old vector is never dropped.
+        unsafe { Vec::from_raw_parts(at, len, capacity) }
+    }
+
+    fn boxed<T>(&mut self, b: Box<T>) -> Box<T> {
+        if std::mem::size_of::<T>() == 0 {
+            return b;
+        }
+        let ptr = Box::into_raw(b);
+        let at = self.moved(ptr.cast()).cast::<T>();
+        // SAFETY: as for `vec`: `at` holds the value the box held, whole.
+        unsafe { Box::from_raw(at) }
+    }
+}
+
+extern "C" fn defrag<T: TypeValue>(
+    ctx: *mut raw::RedisModuleDefragCtx,
+    _key: *mut raw::RedisModuleString,
+    value: *mut *mut c_void,
+) -> c_int {
+    guarded(0, || {
+        let Ok(alloc) = api!(RedisModule_DefragAlloc) else {
+            return 0;
+        };
+        let mut to = Defragger { ctx, alloc };
+        // SAFETY: the server passes the address of the key's value pointer,
+        // a live `Box<T>` made by `into_raw`, on the main thread; the value
+        // itself is moved first (the new address written back for the
+        // server), then the blocks it owns.
+        unsafe {
+            let Some(slot) = value.as_mut() else {
+                return 0;
+            };
+            if slot.is_null() {
+                return 0;
+            }
+            *slot = to.moved(*slot);
+            if let Some(v) = slot.cast::<T>().as_mut() {
+                v.relocate(&mut to);
+            }
+        }
+        // Done: no cursor to resume from.
+        0
     })
 }

@@ -24,6 +24,7 @@
 
 use std::cell::RefCell;
 
+use crate::relocate::Relocate;
 use crate::window::{NoFreeMember, WindowLog};
 
 /// `count` entries scored `score` under members `first .. first + count`.
@@ -212,6 +213,15 @@ impl Chunk {
 
     /// Calls `f` on every run of the chunk, in order, allocating nothing.
     fn for_each_run(&self, mut f: impl FnMut(Run)) {
+        self.find_run(|r| {
+            f(r);
+            false
+        });
+    }
+
+    /// The first run, in order, for which `f` says true: the records are
+    /// read one by one and no further (allocating nothing).
+    fn find_run(&self, mut f: impl FnMut(Run) -> bool) -> Option<Run> {
         let mut r = Reader {
             bytes: &self.bytes,
             at: self.start,
@@ -220,11 +230,12 @@ impl Chunk {
         // The bytes are this code's own: a record always reads back.
         while r.at < self.bytes.len() {
             match read_run(&mut r, &mut score, &mut expected) {
-                Ok(run) => f(run),
+                Ok(run) if f(run) => return Some(run),
+                Ok(_) => {}
                 Err(_) => break,
             }
         }
-        f(self.last);
+        f(self.last).then_some(self.last)
     }
 
     /// Removes the runs scored at or below `cutoff_ms` from the front, by
@@ -472,10 +483,15 @@ impl Chunked {
             if meeting(c.min_id, c.max_id).is_none() {
                 continue;
             }
-            for r in c.decode().iter().filter(|r| r.score > cutoff_ms) {
-                if let Some(hit) = meeting(r.first, r.last()) {
-                    return Some(hit);
-                }
+            let mut hit = None;
+            c.find_run(|r| {
+                hit = (r.score > cutoff_ms)
+                    .then(|| meeting(r.first, r.last()))
+                    .flatten();
+                hit.is_some()
+            });
+            if hit.is_some() {
+                return hit;
             }
         }
         None
@@ -1103,6 +1119,26 @@ impl CompactLog {
         }
     }
 
+    /// Hands every heap block the log owns (those `heap_blocks` lists) to
+    /// `to`, which may move them (active defragmentation).
+    pub fn relocate<R: Relocate>(&mut self, to: &mut R) {
+        let repr = std::mem::replace(&mut self.repr, Repr::Small(Vec::new()));
+        self.repr = match repr {
+            Repr::Small(b) => Repr::Small(to.vec(b)),
+            Repr::Large(c) => {
+                let mut c = to.boxed(c);
+                let chunks = std::mem::take(&mut c.chunks);
+                let mut chunks = to.vec(chunks);
+                for chunk in chunks.iter_mut() {
+                    chunk.bytes = to.vec(std::mem::take(&mut chunk.bytes));
+                }
+                c.chunks = chunks;
+                c.stash = to.vec(std::mem::take(&mut c.stash));
+                Repr::Large(c)
+            }
+        };
+    }
+
     /// How many heap blocks freeing the log releases.
     pub fn blocks(&self) -> usize {
         match &self.repr {
@@ -1228,12 +1264,12 @@ impl Chunked {
                 n = n.saturating_add(c.entries);
             } else {
                 if c.last_score() > cutoff_ms {
-                    let above: u64 = c
-                        .decode()
-                        .iter()
-                        .filter(|r| r.score > cutoff_ms)
-                        .map(|r| r.count)
-                        .sum();
+                    let mut above = 0u64;
+                    c.for_each_run(|r| {
+                        if r.score > cutoff_ms {
+                            above = above.saturating_add(r.count);
+                        }
+                    });
                     n = n.saturating_add(above);
                 }
                 break;
@@ -1253,11 +1289,16 @@ impl Chunked {
                 seen = seen.saturating_add(c.entries);
                 continue;
             }
-            for r in c.decode().iter().filter(|r| r.score > cutoff_ms) {
-                seen = seen.saturating_add(r.count);
-                if seen >= k {
-                    return Ok(Some(r.score as f64));
+            // The runs are read up to the one holding the k-th entry only.
+            let hit = c.find_run(|r| {
+                if r.score <= cutoff_ms {
+                    return false;
                 }
+                seen = seen.saturating_add(r.count);
+                seen >= k
+            });
+            if let Some(r) = hit {
+                return Ok(Some(r.score as f64));
             }
         }
         Ok(None)

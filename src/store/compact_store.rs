@@ -18,6 +18,7 @@ use redis_module::{raw, Context};
 
 use crate::ffi::module_type::{ModuleType, TypeValue};
 use crate::ffi::{Arg, ModuleString, Propagate, StoreError, Word, MAX_WORDS};
+use crate::relocate::Relocate;
 use crate::store::compact::CompactLog;
 use crate::store::effect::{Effect, Token};
 use crate::store::zset::Key;
@@ -64,6 +65,10 @@ impl TypeValue for CompactLog {
         // One deallocation per chunk: UNLINK frees a large log off the main
         // thread (the server's threshold is 64).
         self.blocks()
+    }
+
+    fn relocate<R: Relocate>(&mut self, to: &mut R) {
+        CompactLog::relocate(self, to)
     }
 }
 
