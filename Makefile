@@ -13,7 +13,7 @@ RUST_IMAGE ?= rust:1-bookworm
 # container suite on (names as in scripts/server-path.sh).
 DOCKER_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
 # The log types make test-limits runs limits' suite on.
-LIMITS_LOG_TYPES ?= zset
+LIMITS_LOG_TYPES ?= zset compact
 # The servers make bench runs on.
 BENCH_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
 # The project's virtual environment (made by scripts/deps.sh): the server
@@ -52,7 +52,7 @@ python-client: deps ## Install the Python client (clients/python) into .venv/ as
 test-python: build python-client ## The Python client's tests (pytest) against the four servers
 	cd / && $(PYTHON) -m pytest -q -p no:cacheprovider $(CURDIR)/clients/python/tests
 
-test-limits: build python-client ## The limits library's own storage, strategy and concurrency tests (its sdist, unmodified) on the slidewin storages, four servers (LIMITS_LOG_TYPES="zset compact")
+test-limits: build python-client ## The limits library's own storage, strategy and concurrency tests (its sdist, unmodified) on the slidewin storages, four servers (LIMITS_LOG_TYPES=zset or compact: fewer)
 	SLIDEWIN_LIMITS_LOG_TYPES="$(LIMITS_LOG_TYPES)" scripts/limits-suite.sh
 
 fuzz: ## The compact log's decoder (random and mutated encodings) and the effect command's parser, a million inputs each (make test runs 400 of each)
