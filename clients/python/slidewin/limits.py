@@ -93,7 +93,13 @@ _RANGE_ERRORS = [
 ]
 
 
-def _explain(exc: redis.exceptions.ResponseError, limit: int, window_ms: int, cost: int) -> Exception:
+# What _explain looks at: the server's error replies, and the RedisError
+# redis-py's cluster clients raise, before sending, for a command their
+# COMMAND table lacks. Anything it does not recognise is raised as it is.
+_EXPLAINED = (redis.exceptions.RedisError,)
+
+
+def _explain(exc: Exception, limit: int, window_ms: int, cost: int) -> Exception:
     """The error to raise for a refused SLIDEWIN command: a clearer one
     when we know what the reply means, else the reply itself."""
     message = str(exc)
@@ -161,7 +167,7 @@ class _MovingWindowOnModule:
     def _slidewin(self, *args: Any) -> Any:
         try:
             return self.get_connection().execute_command(*args)  # type: ignore[attr-defined]
-        except redis.exceptions.ResponseError as exc:
+        except _EXPLAINED as exc:
             limit, window_ms = int(args[2]), int(args[3])
             cost = int(args[5]) if len(args) > 5 and args[4] == "COST" else 1
             err = _explain(exc, limit, window_ms, cost)
@@ -239,7 +245,7 @@ class _AsyncMovingWindowOnModule:
     async def _slidewin(self, *args: Any) -> Any:
         try:
             return await self.bridge.get_connection().execute_command(*args)
-        except redis.exceptions.ResponseError as exc:
+        except _EXPLAINED as exc:
             limit, window_ms = int(args[2]), int(args[3])
             cost = int(args[5]) if len(args) > 5 and args[4] == "COST" else 1
             err = _explain(exc, limit, window_ms, cost)

@@ -6,6 +6,7 @@ cluster, a Unix socket, both log types. limits' own suite runs on these
 storages too (make test-limits); these are the cases it does not cover."""
 
 import asyncio
+import functools
 import hashlib
 import os
 import time
@@ -220,6 +221,32 @@ def test_without_the_module_the_error_says_so(bare_server):
         mw.hit(RateLimitItemPerMinute(5), "k")
     fw = FixedWindowRateLimiter(storage_from_string(uri(bare_server)))
     assert fw.hit(RateLimitItemPerMinute(5), "k"), "limits' own fixed window needs no module"
+
+
+@pytest.fixture
+def bare_cluster(monkeypatch):
+    """A two-master cluster of plain servers (no module), of one server."""
+    import test_cluster
+
+    monkeypatch.setattr(test_cluster, "Server", functools.partial(Server, module=False))
+    c = Cluster("valkey-9.1")
+    yield c
+    c.close()
+
+
+def test_a_cluster_without_the_module_says_so(bare_cluster):
+    # redis-py's cluster client refuses, before sending, a command its
+    # COMMAND table lacks: the storage names the cause all the same.
+    st = storage_from_string(f"slidewin+cluster://127.0.0.1:{bare_cluster.nodes[0].port}")
+    with pytest.raises(swl.SlidewinModuleError, match="no slidewin module"):
+        MovingWindowRateLimiter(st).hit(RateLimitItemPerMinute(5), "k")
+
+    async def run():
+        ast = storage_from_string(f"async+slidewin+cluster://127.0.0.1:{bare_cluster.nodes[0].port}")
+        with pytest.raises(swl.SlidewinModuleError, match="no slidewin module"):
+            await aio_strategies.MovingWindowRateLimiter(ast).get_window_stats(RateLimitItemPerMinute(5), "k")
+
+    asyncio.run(run())
 
 
 def test_a_unix_socket(unix_server):
