@@ -80,13 +80,17 @@ cluster: build ## Start a local Redis Cluster (3 masters + 3 replicas, ports 300
 cluster-stop: ## Stop the cluster started by make cluster
 	@scripts/cluster.sh stop
 
-bench: build ## Benchmark CHECK against the floor, the Lua script and CL.THROTTLE (BENCH_ARGS=--cell path) on every server, and count instructions per call; writes bench/results-<server>.md, bench/instructions.md
+# redis-cell's module for the CL.THROTTLE rows of make bench, built from
+# crates.io by scripts/redis-cell.sh (once); CELL= leaves them out.
+CELL ?= $(shell scripts/redis-cell.sh)
+
+bench: build ## Benchmark CHECK against the floor, the Lua script and CL.THROTTLE (redis-cell from crates.io; CELL=path or CELL= for none) on every server, and count instructions per call; writes bench/results-<server>.md, bench/instructions.md
 	@for server in $(BENCH_SERVERS); do \
-		$(PYTHON) bench/bench.py --server $$server --out bench/results-$$server.md $(BENCH_ARGS) || exit 1; \
+		$(PYTHON) bench/bench.py --server $$server --out bench/results-$$server.md $(if $(CELL),--cell $(CELL)) $(BENCH_ARGS) || exit 1; \
 	done
 	@rm -f bench/instructions.md
 	@for server in $(BENCH_SERVERS); do for log in zset compact; do \
-		$(PYTHON) bench/instructions.py --server $$server --log-type $$log --out bench/instructions.md $(filter --cell=%,$(BENCH_ARGS)) $(INSTR_ARGS) || exit 1; \
+		$(PYTHON) bench/instructions.py --server $$server --log-type $$log --out bench/instructions.md $(if $(CELL),--cell $(CELL)) $(INSTR_ARGS) || exit 1; \
 	done; done
 
 bench-smoke: build ## A short run of the benchmark (checks it works and stops its server; numbers are not meaningful)

@@ -17,8 +17,9 @@ SLIDEWIN.CHECK / PEEK / MCHECK / UNDO: each key is a plain sorted set, one
 entry per unit, scored with the server time in ms (TIME), members the same
 integers (short ids counting up from the key's newest member, wide ids
 now_ms * 2^20 + sequence when a short one is taken), so a deployment can
-move between the function and the module on live keys. Differences, all documented in the
-README: the clock is TIME (read when the function runs; the module uses the
+move between the function and the module on live keys. Differences, all
+documented in docs/clients.md ("Without the module: the FUNCTION library"):
+the clock is TIME (read when the function runs; the module uses the
 server's cached command time), the bounds are the module's defaults
 (limit and count <= 100000, window_ms <= 31622400000) rather than its
 configuration, and MCHECK's keys come first (FCALL needs them before the

@@ -1,8 +1,8 @@
 //! Argument parsing for the SLIDEWIN commands: pure Rust, no Redis types.
 //!
 //! ```text
-//! SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL] [WITHMEMBERS]
-//! SLIDEWIN.PEEK  key limit window_ms [COST count]
+//! SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL] [WITHMEMBERS] [WITHOLDEST]
+//! SLIDEWIN.PEEK  key limit window_ms [COST count] [DETAIL] [WITHOLDEST]
 //! SLIDEWIN.MCHECK numrules key limit window_ms [key limit window_ms ...] [COST count] [DETAIL] [WITHMEMBERS]
 //! ```
 //!
@@ -50,22 +50,27 @@ struct Options {
     cost: u64,
     detail: bool,
     with_members: bool,
+    with_oldest: bool,
 }
 
-/// Parses `[COST count] [DETAIL] [WITHMEMBERS]`; PEEK takes COST and
-/// DETAIL (it always replies in detail, so DETAIL changes nothing), not
-/// WITHMEMBERS (it adds nothing).
+/// Parses `[COST count] [DETAIL] [WITHMEMBERS] [WITHOLDEST]`; PEEK takes
+/// COST, DETAIL (it always replies in detail, so DETAIL changes nothing)
+/// and WITHOLDEST, not WITHMEMBERS (it adds nothing); MCHECK (several
+/// windows, `single` false) takes every option but WITHOLDEST.
 fn parse_options<'a>(
     args: &mut impl Iterator<Item = &'a [u8]>,
     write: bool,
+    single: bool,
     bounds: Bounds,
 ) -> Result<Options, ArgError> {
     let mut o = Options {
         cost: 1,
         detail: false,
         with_members: false,
+        with_oldest: false,
     };
-    let (mut seen_cost, mut seen_detail, mut seen_members) = (false, false, false);
+    let (mut seen_cost, mut seen_detail, mut seen_members, mut seen_oldest) =
+        (false, false, false, false);
     let once = |seen: &mut bool, name: &'static str| {
         if std::mem::replace(seen, true) {
             Err(ArgError::RepeatedOption(name))
@@ -86,6 +91,9 @@ fn parse_options<'a>(
         } else if write && option.eq_ignore_ascii_case(b"WITHMEMBERS") {
             once(&mut seen_members, "WITHMEMBERS")?;
             o.with_members = true;
+        } else if single && option.eq_ignore_ascii_case(b"WITHOLDEST") {
+            once(&mut seen_oldest, "WITHOLDEST")?;
+            o.with_oldest = true;
         } else {
             return Err(ArgError::UnknownOption(printable(option)));
         }
@@ -101,6 +109,9 @@ pub struct Reply {
     pub detail: bool,
     /// Also reply with the members added (implies the detail reply).
     pub with_members: bool,
+    /// Also reply with the age of the oldest entry in the window (implies
+    /// the detail reply; CHECK and PEEK only).
+    pub with_oldest: bool,
 }
 
 impl Reply {
@@ -288,7 +299,7 @@ pub fn parse<'a>(
         return Err(ArgError::WrongArity);
     };
     let (limit, window_ms) = limit_and_window(limit, window, bounds)?;
-    let o = parse_options(&mut args, command == Command::Check, bounds)?;
+    let o = parse_options(&mut args, command == Command::Check, true, bounds)?;
     Ok(Request {
         rule: Rule {
             limit,
@@ -296,9 +307,11 @@ pub fn parse<'a>(
             cost: o.cost,
         },
         reply: Reply {
-            // PEEK always replies in detail; WITHMEMBERS extends the detail reply.
-            detail: o.detail || o.with_members || command == Command::Peek,
+            // PEEK always replies in detail; WITHMEMBERS and WITHOLDEST
+            // extend the detail reply.
+            detail: o.detail || o.with_members || o.with_oldest || command == Command::Peek,
             with_members: o.with_members,
+            with_oldest: o.with_oldest,
         },
     })
 }
@@ -331,13 +344,14 @@ pub fn parse_multi<'a>(
             window_ms,
         });
     }
-    let o = parse_options(&mut args.map(|(_, a)| a), true, bounds)?;
+    let o = parse_options(&mut args.map(|(_, a)| a), true, false, bounds)?;
     Ok(MultiRequest {
         rules,
         cost: o.cost,
         reply: Reply {
             detail: o.detail || o.with_members,
             with_members: o.with_members,
+            with_oldest: false,
         },
     })
 }

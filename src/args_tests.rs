@@ -106,6 +106,7 @@ fn valid_requests() {
             reply: Reply {
                 detail: *detail,
                 with_members: false,
+                with_oldest: false,
             },
         };
         assert_eq!(
@@ -186,6 +187,11 @@ fn invalid_requests() {
             &["5", "1000", "DETAIL", "detail"],
             ArgError::RepeatedOption("DETAIL"),
         ),
+        (
+            Command::Peek,
+            &["5", "1000", "WITHOLDEST", "witholdest"],
+            ArgError::RepeatedOption("WITHOLDEST"),
+        ),
     ];
     for (command, args, expected) in cases {
         assert_eq!(
@@ -232,6 +238,11 @@ fn multi_requests() {
         (2, true, true)
     );
     assert_eq!(p(&["1", "k", "1", "1"]).unwrap().rules.len(), 1);
+    // The oldest entry of several windows is not one number: refused.
+    assert_eq!(
+        p(&["1", "k", "1", "1", "WITHOLDEST"]),
+        Err(ArgError::UnknownOption("WITHOLDEST".into()))
+    );
     let cases: &[(&[&str], ArgError)] = &[
         (&[], ArgError::WrongArity),
         (&["0", "k", "1", "1"], ArgError::NumRules),
@@ -341,8 +352,12 @@ proptest! {
             .map_or(Some(1), |i| int(2 + i + 1));
         prop_assert_eq!(Some(r.rule.cost as i64), cost);
         prop_assert!(r.rule.cost >= 1 && r.rule.cost <= 100_000);
-        prop_assert_eq!(r.reply.detail, peek || word("DETAIL") || word("WITHMEMBERS"));
+        prop_assert_eq!(
+            r.reply.detail,
+            peek || word("DETAIL") || word("WITHMEMBERS") || word("WITHOLDEST")
+        );
         prop_assert_eq!(r.reply.with_members, !peek && word("WITHMEMBERS"));
+        prop_assert_eq!(r.reply.with_oldest, word("WITHOLDEST"));
     }
 }
 
@@ -354,7 +369,7 @@ fn argument() -> impl Strategy<Value = Vec<u8>> {
         3 => (1i64..=12).prop_map(|v| v.to_string().into_bytes()),
         1 => any::<i64>().prop_map(|v| v.to_string().into_bytes()),
         1 => (-2i64..=1).prop_map(|v| v.to_string().into_bytes()),
-        2 => proptest::sample::select(vec!["COST", "cost", "Detail", "DETAIL", "withmembers", "WITHMEMBERS"])
+        2 => proptest::sample::select(vec!["COST", "cost", "Detail", "DETAIL", "withmembers", "WITHMEMBERS", "WithOldest"])
             .prop_map(|w| w.as_bytes().to_vec()),
         1 => proptest::collection::vec(any::<u8>(), 0..12),
     ]
@@ -365,7 +380,7 @@ fn option() -> impl Strategy<Value = Vec<Vec<u8>>> {
     prop_oneof![
         2 => (proptest::sample::select(vec!["COST", "cost", "Cost"]), argument())
             .prop_map(|(w, n)| vec![w.as_bytes().to_vec(), n]),
-        2 => proptest::sample::select(vec!["DETAIL", "detail", "WITHMEMBERS", "WithMembers"])
+        2 => proptest::sample::select(vec!["DETAIL", "detail", "WITHMEMBERS", "WithMembers", "WITHOLDEST"])
             .prop_map(|w| vec![w.as_bytes().to_vec()]),
         1 => argument().prop_map(|a| vec![a]),
     ]

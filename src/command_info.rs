@@ -84,6 +84,14 @@ const WITHMEMBERS: ArgDoc = ArgDoc {
         raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
     )
 };
+const WITHOLDEST: ArgDoc = ArgDoc {
+    token: Some(c"WITHOLDEST"),
+    optional: true,
+    ..required(
+        c"witholdest",
+        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+    )
+};
 
 /// Everything the server is told about one command.
 pub struct CommandDoc {
@@ -98,10 +106,10 @@ pub struct CommandDoc {
     pub args: &'static [ArgDoc],
 }
 
-/// `SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL] [WITHMEMBERS]`.
+/// `SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL] [WITHMEMBERS] [WITHOLDEST]`.
 pub const CHECK: CommandDoc = CommandDoc {
     name: c"slidewin.check",
-    summary: c"Records a call of `count` units (default 1) and replies 1 if they fit under `limit` in the trailing `window_ms` milliseconds; else replies 0 and records nothing. DETAIL replies [allowed, limit, remaining, retry_after_ms, reset_after_ms].",
+    summary: c"Records a call of `count` units (default 1) and replies 1 if they fit under `limit` in the trailing `window_ms` milliseconds; else replies 0 and records nothing. DETAIL replies [allowed, limit, remaining, retry_after_ms, reset_after_ms]; WITHOLDEST adds oldest_age_ms (-1 when empty), WITHMEMBERS the members added.",
     complexity: c"O(log(N) + M*log(N) + C*log(N)) with N the entries in the key, M the expired entries removed and C the count added; DETAIL on a denied call adds O(min(k, N-k)) to find the entry to wait for.",
     since: c"0.1.0",
     arity: -4,
@@ -109,19 +117,19 @@ pub const CHECK: CommandDoc = CommandDoc {
         | raw::REDISMODULE_CMD_KEY_ACCESS
         | raw::REDISMODULE_CMD_KEY_UPDATE,
     keys: Keys::First,
-    args: &[KEY, LIMIT, WINDOW, COST, DETAIL, WITHMEMBERS],
+    args: &[KEY, LIMIT, WINDOW, COST, DETAIL, WITHMEMBERS, WITHOLDEST],
 };
 
-/// `SLIDEWIN.PEEK key limit window_ms [COST count] [DETAIL]`.
+/// `SLIDEWIN.PEEK key limit window_ms [COST count] [DETAIL] [WITHOLDEST]`.
 pub const PEEK: CommandDoc = CommandDoc {
     name: c"slidewin.peek",
-    summary: c"Replies what SLIDEWIN.CHECK ... DETAIL would reply now, [allowed, limit, remaining, retry_after_ms, reset_after_ms], without writing, trimming, replicating or creating anything. It always replies in detail: DETAIL is accepted and changes nothing.",
+    summary: c"Replies what SLIDEWIN.CHECK ... DETAIL would reply now, [allowed, limit, remaining, retry_after_ms, reset_after_ms], without writing, trimming, replicating or creating anything. It always replies in detail: DETAIL is accepted and changes nothing; WITHOLDEST adds oldest_age_ms (-1 when empty).",
     complexity: c"O(log(N) + M) with N the entries in the key and M the expired entries not yet removed; a denied call adds O(min(k, N-k)).",
     since: c"0.1.0",
     arity: -4,
     key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
     keys: Keys::First,
-    args: &[KEY, LIMIT, WINDOW, COST, DETAIL],
+    args: &[KEY, LIMIT, WINDOW, COST, DETAIL, WITHOLDEST],
 };
 
 /// `SLIDEWIN.MCHECK numrules key limit window_ms [...] [COST count] [DETAIL] [WITHMEMBERS]`.

@@ -64,11 +64,15 @@ fn members(ids: &[i64]) -> RedisValue {
 }
 
 /// The reply for a verdict: `1`/`0`, or the five-field DETAIL array, plus
-/// the members added with WITHMEMBERS.
-fn reply(options: Reply, limit: u64, verdict: &Verdict) -> RedisValue {
+/// the oldest entry's age with WITHOLDEST (`oldest_age_ms`, -1 for an
+/// empty window), plus, last, the members added with WITHMEMBERS.
+fn reply(options: Reply, limit: u64, verdict: &Verdict, oldest_age: Option<i64>) -> RedisValue {
     match &verdict.detail {
         Some(d) if options.detail => {
             let mut fields = five(verdict.allowed, limit, d);
+            if options.with_oldest {
+                fields.push(RedisValue::Integer(oldest_age.unwrap_or(-1)));
+            }
             if options.with_members {
                 fields.push(members(&verdict.members));
             }
@@ -98,23 +102,30 @@ fn execute(ctx: &Context, argv: &[Arg], command: Command) -> RedisResult {
     };
     let request = args::parse(command, rest.iter().map(|a| a.as_slice()), config::bounds())?;
     let now = server_now()?;
-    let verdict = match command {
+    let rule = &request.rule;
+    let oldest = |log: &mut KeyLog, verdict: &Verdict| match request.reply.with_oldest {
+        true => window::oldest_age(log, now, rule.window_ms, verdict.count),
+        false => Ok(None),
+    };
+    let (verdict, oldest_age) = match command {
         Command::Check => {
             let mut log = KeyLog::open_write(ctx, key)?;
-            let verdict = window::check(&mut log, now, &request.rule, request.reply.want())?;
+            let verdict = window::check(&mut log, now, rule, request.reply.want())?;
+            let oldest_age = oldest(&mut log, &verdict)?;
             counters::record_check(verdict.allowed, verdict.added);
             drop(log);
             observe(ctx, now, verdict.allowed, key);
-            verdict
+            (verdict, oldest_age)
         }
         Command::Peek => {
             let mut log = KeyLog::open_read(ctx, key)?;
-            let verdict = window::peek(&mut log, now, &request.rule)?;
+            let verdict = window::peek(&mut log, now, rule)?;
+            let oldest_age = oldest(&mut log, &verdict)?;
             counters::record_peek();
-            verdict
+            (verdict, oldest_age)
         }
     };
-    Ok(reply(request.reply, request.rule.limit, &verdict))
+    Ok(reply(request.reply, rule.limit, &verdict, oldest_age))
 }
 
 fn counted(result: RedisResult) -> RedisResult {

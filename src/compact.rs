@@ -22,6 +22,8 @@
 //! the bytes as hostile: every length, sum and order is checked, and a log
 //! it returns satisfies every invariant the queries rely on.
 
+use std::cell::RefCell;
+
 use crate::window::{NoFreeMember, WindowLog};
 
 /// `count` entries scored `score` under members `first .. first + count`.
@@ -151,6 +153,16 @@ impl Chunk {
         }
     }
 
+    /// A chunk of one run whose records go into `bytes` (emptied first),
+    /// reusing its allocation.
+    fn of_in(run: Run, mut bytes: Vec<u8>) -> Chunk {
+        bytes.clear();
+        Chunk {
+            bytes,
+            ..Chunk::of(run)
+        }
+    }
+
     /// A chunk of the given runs (at least one; in score order).
     fn from_runs(runs: &[Run]) -> Option<Chunk> {
         let (&first, _) = runs.split_first()?;
@@ -194,6 +206,12 @@ impl Chunk {
     /// Every run of the chunk, in order.
     fn decode(&self) -> Vec<Run> {
         let mut out = Vec::with_capacity(self.runs as usize);
+        self.for_each_run(|r| out.push(r));
+        out
+    }
+
+    /// Calls `f` on every run of the chunk, in order, allocating nothing.
+    fn for_each_run(&self, mut f: impl FnMut(Run)) {
         let mut r = Reader {
             bytes: &self.bytes,
             at: self.start,
@@ -202,12 +220,11 @@ impl Chunk {
         // The bytes are this code's own: a record always reads back.
         while r.at < self.bytes.len() {
             match read_run(&mut r, &mut score, &mut expected) {
-                Ok(run) => out.push(run),
+                Ok(run) => f(run),
                 Err(_) => break,
             }
         }
-        out.push(self.last);
-        out
+        f(self.last);
     }
 
     /// Removes the runs scored at or below `cutoff_ms` from the front, by
@@ -325,6 +342,10 @@ struct Chunked {
     /// No member is greater (a bound, not the maximum: removals leave it).
     max_id: Option<i64>,
     expire_at_ms: Option<i64>,
+    /// While a small log is held as chunks (see [`CompactLog::expand`]):
+    /// its small form's block, reused or given back by `settle`. Empty
+    /// otherwise.
+    stash: Vec<u8>,
 }
 
 /// Equal when they hold the same runs in the same order and expire alike,
@@ -352,7 +373,58 @@ impl Chunked {
             max_id: chunks.iter().map(|c| c.max_id).max(),
             chunks,
             expire_at_ms,
+            stash: Vec::new(),
         }
+    }
+
+    /// Replaces the log by the one `bytes` encode, reusing this one's
+    /// allocations. For the module's own encodings only (a small form it
+    /// wrote): nothing is checked but that the records read back, and
+    /// unreadable bytes leave an empty log (as [`CompactLog::view`] does).
+    fn decode_own(&mut self, bytes: &[u8]) {
+        let mut spare = self
+            .chunks
+            .drain(..)
+            .next()
+            .map(|c| c.bytes)
+            .unwrap_or_default();
+        self.entries = 0;
+        self.max_id = None;
+        self.expire_at_ms = None;
+        if bytes.is_empty() || self.read_own(bytes, &mut spare).is_err() {
+            self.chunks.clear();
+            self.entries = 0;
+            self.max_id = None;
+            self.expire_at_ms = None;
+        }
+    }
+
+    fn read_own(&mut self, bytes: &[u8], spare: &mut Vec<u8>) -> Result<(), DecodeError> {
+        let mut r = Reader { bytes, at: 0 };
+        if r.byte()? != VERSION {
+            return Err(DecodeError::Invalid);
+        }
+        self.expire_at_ms = match r.byte()? {
+            0 => None,
+            1 => Some(unzigzag(r.varint()?)),
+            _ => return Err(DecodeError::Invalid),
+        };
+        let n = r.varint()?;
+        if n == 0 {
+            return Ok(());
+        }
+        let mut score = unzigzag(r.varint()?);
+        let mut expected = 1i64;
+        for _ in 0..n {
+            let run = read_run(&mut r, &mut score, &mut expected)?;
+            self.entries = self.entries.saturating_add(run.count);
+            self.max_id = Some(self.max_id.map_or(run.last(), |m| m.max(run.last())));
+            match self.chunks.last_mut() {
+                Some(c) if (c.runs as usize) < CHUNK_RUNS => c.push(run),
+                _ => self.chunks.push(Chunk::of_in(run, std::mem::take(spare))),
+            }
+        }
+        Ok(())
     }
 
     /// The runs, in score order.
@@ -627,26 +699,37 @@ impl Chunked {
 
     /// The encoding (see the module comment).
     pub fn encode(&self) -> Vec<u8> {
-        let runs = self.runs();
-        let mut out = Vec::with_capacity(8 + runs.len() * 2);
+        let mut out = Vec::with_capacity(8 + self.entries.min(1 << 16) as usize * 2);
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Appends the encoding to `out`, allocating nothing else.
+    fn encode_into(&self, out: &mut Vec<u8>) {
         out.push(VERSION);
         match self.expire_at_ms {
             None => out.push(0),
             Some(at) => {
                 out.push(1);
-                put_varint(&mut out, zigzag(at));
+                put_varint(out, zigzag(at));
             }
         }
-        put_varint(&mut out, runs.len() as u64);
-        let Some(first) = runs.first() else {
-            return out;
-        };
-        put_varint(&mut out, zigzag(first.score));
-        let (mut score, mut expected) = (first.score, 1i64);
-        for &r in &runs {
-            put_run(&mut out, &mut score, &mut expected, r);
+        let (mut runs, mut first) = (0u64, None);
+        for c in &self.chunks {
+            c.for_each_run(|r| {
+                runs = runs.saturating_add(1);
+                first.get_or_insert(r.score);
+            });
         }
-        out
+        put_varint(out, runs);
+        let Some(first) = first else {
+            return;
+        };
+        put_varint(out, zigzag(first));
+        let (mut score, mut expected) = (first, 1i64);
+        for c in &self.chunks {
+            c.for_each_run(|r| put_run(out, &mut score, &mut expected, r));
+        }
     }
 
     /// Decodes bytes from anywhere (RDB, RESTORE, a client): a log that
@@ -726,6 +809,10 @@ pub struct CompactLog {
     /// Held as chunks until [`CompactLog::settle`]: a command asks a log
     /// several questions, and a small log is decoded once for all of them.
     held: bool,
+    /// While held: whether the log was small when expanded, and whether
+    /// anything changed since (if not, `settle` puts the same bytes back).
+    was_small: bool,
+    dirty: bool,
 }
 
 impl Default for CompactLog {
@@ -733,7 +820,104 @@ impl Default for CompactLog {
         CompactLog {
             repr: Repr::Small(Vec::new()),
             held: false,
+            was_small: false,
+            dirty: false,
         }
+    }
+}
+
+/// What a small log's round trip through the chunked form reuses, kept
+/// between commands on the thread that runs them: a chunked log with its
+/// allocations (its chunk list, its chunk's records) and an encoding
+/// buffer. In the steady state a command on a small log allocates nothing
+/// for it but, now and then, a larger block for its grown encoding.
+struct Spare {
+    chunked: Option<Box<Chunked>>,
+    scratch: Vec<u8>,
+}
+
+thread_local! {
+    static SPARE: RefCell<Spare> = const {
+        RefCell::new(Spare {
+            chunked: None,
+            scratch: Vec::new(),
+        })
+    };
+}
+
+/// The most a kept spare may hold on to (bytes of records or of encoding,
+/// chunks in the list): a spare that grew past it, from a large log, is
+/// freed instead.
+const SPARE_BYTES: usize = 2048;
+const SPARE_CHUNKS: usize = 4;
+
+/// A chunked log to decode a small one into: the spare, or a new one.
+fn spare_chunked() -> Box<Chunked> {
+    SPARE
+        .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.chunked.take()))
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+/// Keeps `c` (emptied, its allocations kept) as the spare, unless it
+/// holds more than a spare may.
+fn keep_spare(mut c: Box<Chunked>) {
+    if c.chunks.capacity() > SPARE_CHUNKS
+        || c.chunks.iter().any(|k| k.bytes.capacity() > SPARE_BYTES)
+    {
+        return;
+    }
+    c.stash = Vec::new();
+    let _ = SPARE.try_with(|s| {
+        if let Ok(mut s) = s.try_borrow_mut() {
+            s.chunked = Some(c);
+        }
+    });
+}
+
+/// `len` rounded up to a multiple of 16: the capacity a small form is
+/// given, so that the next few records fit without a new block. The
+/// server's allocator (jemalloc) serves every size in 16-byte steps up to
+/// 128 bytes and coarser above, so the block is the one an exact request
+/// gets: the room costs no memory.
+fn rounded(len: usize) -> usize {
+    len.saturating_add(15) & !15
+}
+
+/// The small form of `c`, written into `block` when it fits there (its
+/// capacity at least the length and at most the rounded length), else
+/// into a new block of the rounded length; through the spare encoding
+/// buffer, so that nothing else is allocated.
+fn small_bytes_into(c: &Chunked, mut block: Vec<u8>) -> Vec<u8> {
+    if c.entries == 0 && c.expire_at_ms.is_none() {
+        return Vec::new();
+    }
+    let place = |block: Vec<u8>, bytes: &[u8]| -> Vec<u8> {
+        let mut out = if block.capacity() >= bytes.len() && block.capacity() <= rounded(bytes.len())
+        {
+            block
+        } else {
+            Vec::with_capacity(rounded(bytes.len()))
+        };
+        out.clear();
+        out.extend_from_slice(bytes);
+        out
+    };
+    let via_scratch = SPARE.try_with(|s| {
+        let mut s = s.try_borrow_mut().ok()?;
+        let mut scratch = std::mem::take(&mut s.scratch);
+        scratch.clear();
+        c.encode_into(&mut scratch);
+        block = place(std::mem::take(&mut block), &scratch);
+        if scratch.capacity() <= SPARE_BYTES {
+            s.scratch = scratch;
+        }
+        Some(())
+    });
+    match via_scratch {
+        Ok(Some(())) => block,
+        _ => place(block, &c.encode()),
     }
 }
 
@@ -775,6 +959,7 @@ impl CompactLog {
     /// Runs `f` on the log as chunks, then keeps it in the form its size
     /// calls for.
     fn edit<R>(&mut self, f: impl FnOnce(&mut Chunked) -> R) -> R {
+        self.dirty = true;
         match &mut self.repr {
             Repr::Large(c) => {
                 let r = f(c);
@@ -802,27 +987,46 @@ impl CompactLog {
     }
 
     /// Holds the log as chunks until `settle` (a small log is decoded once
-    /// for the whole command instead of once a question).
+    /// for the whole command instead of once a question, into the spare
+    /// chunked log: its own bytes, so without the checks of `decode`).
     pub fn expand(&mut self) {
-        if let Repr::Small(b) = &self.repr {
-            let c = if b.is_empty() {
-                Chunked::default()
-            } else {
-                Chunked::decode(b).unwrap_or_default()
-            };
-            self.repr = Repr::Large(Box::new(c));
+        if self.held {
+            return;
+        }
+        self.was_small = false;
+        if let Repr::Small(b) = &mut self.repr {
+            let small = std::mem::take(b);
+            let mut c = spare_chunked();
+            c.decode_own(&small);
+            c.stash = small;
+            self.repr = Repr::Large(c);
+            self.was_small = true;
         }
         self.held = true;
+        self.dirty = false;
     }
 
-    /// Ends `expand`: a log small enough goes back to its small form.
+    /// Ends `expand`: a log small enough goes back to its small form (the
+    /// same bytes when nothing changed), and the chunks it was held in
+    /// become the spare.
     pub fn settle(&mut self) {
-        self.held = false;
-        if let Repr::Large(c) = &self.repr {
-            if c.runs_at_most(SMALL_RUNS) {
-                let b = small_bytes(c);
-                self.repr = Repr::Small(b);
-            }
+        if !std::mem::replace(&mut self.held, false) {
+            return;
+        }
+        let Repr::Large(c) = &mut self.repr else {
+            return;
+        };
+        let stash = std::mem::take(&mut c.stash);
+        if !c.runs_at_most(SMALL_RUNS) {
+            return;
+        }
+        let bytes = if self.was_small && !self.dirty {
+            stash
+        } else {
+            small_bytes_into(c, stash)
+        };
+        if let Repr::Large(c) = std::mem::replace(&mut self.repr, Repr::Small(bytes)) {
+            keep_spare(c);
         }
     }
 
@@ -924,7 +1128,10 @@ impl CompactLog {
         } else {
             Repr::Large(Box::new(c))
         };
-        Ok(CompactLog { repr, held: false })
+        Ok(CompactLog {
+            repr,
+            ..CompactLog::default()
+        })
     }
 }
 

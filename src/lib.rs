@@ -1,5 +1,5 @@
 //! slidewin: exact sliding-window rate limiting as a native Redis/Valkey
-//! module. See README.md for the command reference.
+//! module. See docs/reference.md for the command reference.
 //!
 //! Layout:
 //! - `args`: argument parsing (pure);

@@ -336,6 +336,23 @@ pub fn check<L: WindowLog>(
     })
 }
 
+/// The age in ms at `now_ms` of the oldest of the `n` entries in the
+/// window (0 for an entry scored after now, after a clock step back);
+/// `None` when the window is empty. Reads the log, changes nothing: called
+/// after a check or a peek with its verdict's `count`.
+pub fn oldest_age<L: WindowLog>(
+    log: &mut L,
+    now_ms: i64,
+    window_ms: i64,
+    n: u64,
+) -> Result<Option<i64>, L::Error> {
+    if n == 0 {
+        return Ok(None);
+    }
+    let oldest = log.nth_above(cutoff(now_ms, window_ms), 1, n)?;
+    Ok(oldest.map(|score| ((now_ms as f64 - score).floor() as i64).max(0)))
+}
+
 /// Answers what `check` with DETAIL would answer at `now_ms`, changing
 /// nothing: expired entries are not counted rather than removed.
 pub fn peek<L: WindowLog>(log: &mut L, now_ms: i64, rule: &Rule) -> Result<Verdict, L::Error> {

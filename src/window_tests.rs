@@ -202,6 +202,31 @@ fn peek_ignores_stale_entries_without_removing_them() {
 }
 
 #[test]
+fn oldest_age_is_the_oldest_in_window_entry_after_the_call() {
+    let age = |log: &mut MemoryLog, now: i64, window: i64, n: u64| {
+        unwrap(oldest_age(log, now, window, n))
+    };
+    // Stale entries (scored <= now - window) do not count: 50 is stale at 100.
+    let mut log = log_of(&[50.0, 60.0, 95.0]);
+    let v = unwrap(peek(&mut log, 100, &detailed(5, 50, 1)));
+    assert_eq!(age(&mut log, 100, 50, v.count), Some(40));
+    // After an allowed check into an empty window, its own entry: age 0.
+    let mut log = log_of(&[1.0]);
+    let v = unwrap(check(&mut log, 100, &detailed(5, 50, 1)));
+    assert_eq!(age(&mut log, 100, 50, v.count), Some(0));
+    // After a denial, the oldest left after the trim.
+    let mut log = log_of(&[10.0, 70.0, 80.0]);
+    let v = unwrap(check(&mut log, 100, &detailed(2, 50, 1)));
+    assert!(!v.allowed);
+    assert_eq!(age(&mut log, 100, 50, v.count), Some(30));
+    // Empty: none. An entry scored after now (the clock stepped back): 0.
+    let mut log = log_of(&[]);
+    assert_eq!(age(&mut log, 100, 50, 0), None);
+    let mut log = log_of(&[130.0]);
+    assert_eq!(age(&mut log, 100, 50, 1), Some(0));
+}
+
+#[test]
 fn retry_after_is_never_zero_while_limited() {
     // A fractional foreign score just inside the window.
     let mut log = log_of(&[50.2]);

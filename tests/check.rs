@@ -13,6 +13,7 @@ use support::*;
 on_every_server! {
     sms_example => sms_example;
     window_slides => window_slides;
+    witholdest_replies_the_oldest_entrys_age => oldest_age;
     boundary_entry_exactly_window_old_is_gone => boundary;
     denied_calls_add_nothing_and_keep_the_ttl => denied_keeps_ttl;
     expiry_is_newest_score_plus_window => expiry_follows_newest;
@@ -64,6 +65,9 @@ mod on_compact_logs {
     fn denied_keeps_ttl(f: Flavor) {
         compact(super::denied_keeps_ttl, f)
     }
+    fn oldest_age(f: Flavor) {
+        compact(super::oldest_age, f)
+    }
     fn expiry_follows_newest(f: Flavor) {
         compact(super::expiry_follows_newest, f)
     }
@@ -88,6 +92,7 @@ mod on_compact_logs {
 
     crate::on_every_server! {
         window_slides => window_slides;
+        witholdest_replies_the_oldest_entrys_age => oldest_age;
         denied_calls_add_nothing_and_keep_the_ttl => denied_keeps_ttl;
         expiry_is_newest_score_plus_window => expiry_follows_newest;
         bad_arguments_are_refused_and_change_nothing => bad_arguments;
@@ -160,6 +165,85 @@ fn window_slides(flavor: Flavor) {
     // one (about half a window old) and the new one.
     assert!(scores.iter().all(|&s| s > newest - window), "{scores:?}");
     assert_eq!(scores.len(), 2, "{scores:?}");
+}
+
+/// WITHOLDEST (CHECK and PEEK) appends `oldest_age_ms` to the DETAIL
+/// reply: the age of the oldest entry still in the window on the server's
+/// clock, -1 when there is none; WITHMEMBERS' array stays last; MCHECK
+/// refuses it.
+fn oldest_age(flavor: Flavor) {
+    let server = start(flavor);
+    let mut c = server.conn();
+    let key = "old";
+    let window = 1_500;
+    let call = |c: &mut Connection, command: &str, extra: &[&str]| -> Vec<Value> {
+        redis::cmd(command)
+            .arg(key)
+            .arg(3)
+            .arg(window)
+            .arg(extra)
+            .query(c)
+            .expect(command)
+    };
+    let int = |v: &Value| -> i64 { redis::from_redis_value(v).expect("an integer") };
+    // Nothing yet: -1, and the peek creates nothing.
+    let r = call(&mut c, "SLIDEWIN.PEEK", &["WITHOLDEST"]);
+    assert_eq!(r.iter().map(int).collect::<Vec<_>>(), [1, 3, 3, 0, 0, -1]);
+    assert!(!exists(&mut c, key));
+    // The first call's own entry is the oldest: age 0.
+    let r = call(&mut c, "SLIDEWIN.CHECK", &["WITHOLDEST"]);
+    assert_eq!((r.len(), int(&r[0]), int(&r[5])), (6, 1, 0));
+    let first = entries(&mut c, key.as_bytes())[0].1 as i64;
+    assert!(wait_until(Duration::from_secs(10), || server_ms(&mut c) > first + 300));
+    let r = call(&mut c, "SLIDEWIN.CHECK", &["withoLDest", "WITHMEMBERS"]);
+    let after = server_ms(&mut c);
+    assert_eq!(r.len(), 7, "{r:?}");
+    assert!(matches!(&r[6], Value::Array(m) if m.len() == 1), "{r:?}");
+    let age = int(&r[5]);
+    assert!(
+        (300..=after - first).contains(&age),
+        "{age} {first} {after}"
+    );
+    // A denial and a peek report the oldest too, as the clock moves.
+    call(&mut c, "SLIDEWIN.CHECK", &["DETAIL"]);
+    let before = server_ms(&mut c);
+    let r = call(&mut c, "SLIDEWIN.CHECK", &["WITHOLDEST"]);
+    let after = server_ms(&mut c);
+    assert_eq!(int(&r[0]), 0, "the fourth call is denied");
+    assert!(
+        (before - first..=after - first).contains(&int(&r[5])),
+        "{r:?}"
+    );
+    let r = call(
+        &mut c,
+        "SLIDEWIN.PEEK",
+        &["COST", "2", "DETAIL", "WITHOLDEST"],
+    );
+    assert!(int(&r[5]) >= before - first, "{r:?}");
+    // Once the first entry has left the window, the second is the oldest.
+    let second = entries(&mut c, key.as_bytes())[1].1 as i64;
+    assert!(wait_until(Duration::from_secs(10), || server_ms(&mut c)
+        > first + window));
+    let before = server_ms(&mut c);
+    let r = call(&mut c, "SLIDEWIN.PEEK", &["WITHOLDEST"]);
+    let after = server_ms(&mut c);
+    let age = int(&r[5]);
+    assert!((before - second..=after - second).contains(&age), "{age}");
+    // Several windows have no one oldest entry.
+    let e = redis::cmd("SLIDEWIN.MCHECK")
+        .arg(1)
+        .arg(key)
+        .arg(3)
+        .arg(window)
+        .arg("WITHOLDEST")
+        .query::<Value>(&mut c)
+        .expect_err("MCHECK WITHOLDEST");
+    assert_eq!(error_text(&e), "ERR unknown option 'WITHOLDEST'");
+    let e = redis::cmd("SLIDEWIN.PEEK")
+        .arg(&[key, "3", "1", "WITHOLDEST", "witholdest"])
+        .query::<Value>(&mut c)
+        .expect_err("WITHOLDEST twice");
+    assert!(error_text(&e).contains("WITHOLDEST"), "{e}");
 }
 
 /// An entry exactly `window_ms` old has expired; one a millisecond younger

@@ -775,6 +775,7 @@ fn command_docs(flavor: Flavor) {
                 ("count", "integer", Some("COST")),
                 ("detail", "pure-token", Some("DETAIL")),
                 ("withmembers", "pure-token", Some("WITHMEMBERS")),
+                ("witholdest", "pure-token", Some("WITHOLDEST")),
             ][..],
         ),
         (
@@ -785,6 +786,7 @@ fn command_docs(flavor: Flavor) {
                 ("window_ms", "integer", None),
                 ("count", "integer", Some("COST")),
                 ("detail", "pure-token", Some("DETAIL")),
+                ("witholdest", "pure-token", Some("WITHOLDEST")),
             ][..],
         ),
         (

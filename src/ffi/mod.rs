@@ -268,51 +268,77 @@ fn decimal(v: i64, buf: &mut [u8; 24]) {
     }
 }
 
+thread_local! {
+    /// The server strings of the keywords [`replicate_words`] has sent,
+    /// made once (with no context: never freed by auto memory) and kept:
+    /// the server takes a reference to such a string rather than copying
+    /// a C string into a new one each call. Commands run on one thread.
+    static KEYWORDS: std::cell::RefCell<Vec<(*const std::os::raw::c_char, *mut raw::RedisModuleString)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The kept server string of keyword `text` (made on first use).
+fn keyword(text: &'static CStr) -> Option<*mut raw::RedisModuleString> {
+    KEYWORDS
+        .try_with(|k| {
+            let mut k = k.try_borrow_mut().ok()?;
+            if let Some(&(_, s)) = k.iter().find(|(p, _)| *p == text.as_ptr()) {
+                return Some(s);
+            }
+            let create = api!(RedisModule_CreateString).ok()?;
+            let bytes = text.to_bytes();
+            // SAFETY: a NULL context is allowed (the string is then owned by
+            // the caller, here for the life of the process); `bytes` is live
+            // for the call and the server copies it.
+            let s = unsafe { create(std::ptr::null_mut(), bytes.as_ptr().cast(), bytes.len()) };
+            if s.is_null() {
+                return None;
+            }
+            k.push((text.as_ptr(), s));
+            Some(s)
+        })
+        .ok()
+        .flatten()
+}
+
 /// Propagates `command key word...` (at most [`MAX_WORDS`] words) with one
-/// `RedisModule_Replicate` and no string objects of the module's: each word
-/// goes as a C string from the stack (format `s` then one `c` a word), and
-/// the server makes its own copies. More words: `Failed`.
+/// `RedisModule_Replicate` and no string objects of the module's but the
+/// kept keywords: a keyword goes as its kept server string (format `s`:
+/// the server takes a reference), an integer as a C string from the stack
+/// (format `c`: the server makes its one object). More words: `Failed`.
 pub fn replicate_words(
     ctx: &Context,
     command: &CStr,
     key: &impl RawString,
     words: &[Word],
 ) -> Result<(), StoreError> {
-    const FORMATS: [&CStr; MAX_WORDS + 1] = [
-        c"s",
-        c"sc",
-        c"scc",
-        c"sccc",
-        c"scccc",
-        c"sccccc",
-        c"scccccc",
-        c"sccccccc",
-        c"scccccccc",
-        c"sccccccccc",
-        c"scccccccccc",
-        c"sccccccccccc",
-        c"scccccccccccc",
-    ];
     let replicate = api!(RedisModule_Replicate)?;
-    let fmt = FORMATS
-        .get(words.len())
-        .ok_or(StoreError::Failed("replicating (too many words)"))?
-        .as_ptr();
-    let mut bufs = [[0u8; 24]; MAX_WORDS];
-    for (w, buf) in words.iter().zip(bufs.iter_mut()) {
-        if let Word::Int(v) = w {
-            decimal(*v, buf);
-        }
+    if words.len() > MAX_WORDS {
+        return Err(StoreError::Failed("replicating (too many words)"));
     }
+    // "s" for the key, one letter a word, NUL.
+    let mut fmt = [0u8; MAX_WORDS + 2];
+    fmt[0] = b's';
+    let mut bufs = [[0u8; 24]; MAX_WORDS];
     let mut p = [std::ptr::null::<std::os::raw::c_char>(); MAX_WORDS];
     for (i, w) in words.iter().enumerate() {
-        if let (Some(slot), Some(buf)) = (p.get_mut(i), bufs.get(i)) {
-            *slot = match w {
-                Word::Text(t) => t.as_ptr(),
-                Word::Int(_) => buf.as_ptr().cast(),
-            };
-        }
+        let (Some(letter), Some(slot), Some(buf)) =
+            (fmt.get_mut(i + 1), p.get_mut(i), bufs.get_mut(i))
+        else {
+            return Err(StoreError::Failed("replicating (too many words)"));
+        };
+        (*letter, *slot) = match *w {
+            Word::Text(t) => match keyword(t) {
+                Some(s) => (b's', s.cast_const().cast()),
+                None => (b'c', t.as_ptr()),
+            },
+            Word::Int(v) => {
+                decimal(v, buf);
+                (b'c', buf.as_ptr().cast())
+            }
+        };
     }
+    let fmt = fmt.as_ptr().cast::<std::os::raw::c_char>();
     let key = key.raw();
     // One call per arity (a C variadic call needs its arguments spelled
     // out): the key, then the first `n` word pointers.
@@ -321,10 +347,13 @@ pub fn replicate_words(
             replicate(ctx.ctx, command.as_ptr(), fmt, key $(, p[$i])*)
         };
     }
-    // SAFETY: the live command context; `fmt` is "s" followed by one "c"
-    // per word, and exactly that many arguments follow it: the key (a live
-    // string) and one NUL-terminated C string per word (static words, or
-    // `bufs`, alive until after the call). The server copies them all.
+    // SAFETY: the live command context; `fmt` is "s" then one letter per
+    // word, NUL-terminated, and exactly that many arguments follow it: the
+    // key (a live string), then per word a pointer: for `s` a kept server
+    // string (live for the process), for `c` a NUL-terminated C string
+    // (static words, or `bufs`, alive until after the call). Both are read
+    // as pointers (`void *`, `char *`), which a `char` pointer may be
+    // passed as. The server copies the C strings and references the others.
     let replicated = unsafe {
         #[rustfmt::skip]
         let r = match words.len() {

@@ -6,7 +6,7 @@
     if not d.allowed:
         return 429, d.headers()
 
-See the README section "Calling slidewin from an application".
+See docs/clients.md, section "Calling slidewin from an application".
 """
 
 from .aio import AsyncLimiter

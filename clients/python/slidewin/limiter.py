@@ -487,7 +487,7 @@ class Limiter:
     def undo(self, decision: Decision) -> int:
         """SLIDEWIN.UNDO: gives an allowed decision's entries back on every
         key it charged; returns the entries removed. Send it once, soon
-        after the decision (see the README on member names). A decision
+        after the decision (see Members in docs/reference.md). A decision
         without members (a peek's, a refusal, an outage answer) charged
         nothing: undoing it is a no-op that returns 0 and sends nothing."""
         if not decision.allowed or not decision.members:
