@@ -86,7 +86,7 @@ class SlidewinModuleError(SlidewinStorageError):
     """The server has no slidewin module, or one without `WITHOLDEST`."""
 
 
-# The module's range errors (README, "Errors"): the bound follows the setting.
+# The module's range errors (docs/reference.md, Errors): the bound follows the setting.
 _RANGE_ERRORS = [
     (re.compile(r"^limit must be an integer between 1 and (\d+)"), "slidewin.max-limit", "limit"),
     (re.compile(r"^COST count must be an integer between 1 and (\d+)"), "slidewin.max-limit", "cost"),
