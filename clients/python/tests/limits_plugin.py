@@ -266,12 +266,14 @@ def _not_on(item, label):
         return "compact log: does not touch the moving window (run on the zset log)"
     if log_type == "zset" and name == "test_moving_window_huge_cost":
         # One hit of COST 999,999 on a sorted-set log adds a million members:
-        # 0.6-0.75 s of server time here (1.1-1.6 s for the client), more on
-        # a loaded machine, while the test allows 1 s and then reads a 2 s
-        # window that, by then, the entries may have left. It runs on the
-        # compact log (one run: ~20 ms); test_limits_storage.py measures both.
-        return ("zset log: test_moving_window_huge_cost's COST 999,999 takes over 1 s on a"
-                " sorted set (run on the compact log; see test_limits_storage.py)")
+        # 1.1-1.5 s of server time on this machine's servers, over 2 s when
+        # the machine is loaded. The entries are stamped when the call
+        # starts, so a call that outlasts the test's 2 s window has left
+        # the window empty when the test reads it (seen: remaining 1000000
+        # instead of 1). It runs on the compact log (one run: 20-33 ms);
+        # test_limits_storage.py runs that rule on both logs.
+        return ("zset log: test_moving_window_huge_cost's COST 999,999 takes 1.1-1.5 s on a sorted"
+                " set, over its 2 s window under load (run on the compact log; see test_limits_storage.py)")
     return None
 
 
