@@ -50,6 +50,10 @@ from conftest import SERVERS, Server, free_port  # clients/python/tests/conftest
 SUITE_SERVERS = os.environ.get("SLIDEWIN_LIMITS_SERVERS", " ".join(SERVERS)).split()
 LOG_TYPES = os.environ.get("SLIDEWIN_LIMITS_LOG_TYPES", "zset compact").split()
 MODULE_ARGS = ["max-limit", "1000000"]
+# SLIDEWIN_LIMITS_CONTROL=1 adds limits' own redis:// storage on the same
+# servers beside ours (a control: does a failure come from our storage or
+# from their test on this machine?). Off in make test-limits.
+CONTROL = os.environ.get("SLIDEWIN_LIMITS_CONTROL") == "1"
 CLUSTER_DEADLINE_S = 30
 
 for _name in SUITE_SERVERS:
@@ -228,6 +232,17 @@ def _ours(mark):
             params.append(pytest.param(*[row[n] for n in names],
                                        marks=pytest.mark.slidewin_storage(t.label, label),
                                        id=f"{label}-{t.label}"))
+            if CONTROL and variant == "plain" and t.log_type == "zset":
+                # limits' own redis:// storage on the same server, as a
+                # control: what their tests give there, beside ours.
+                theirs = dict(zip(names, values))
+                row = {"uri": f"{'async+' if is_async else ''}redis://127.0.0.1:{t.port}",
+                       "args": {"implementation": "redispy"} if is_async else {},
+                       "expected_instance": theirs.get("expected_instance"),
+                       "fixture": lf(_fixture_name(t, variant))}
+                params.append(pytest.param(*[row[n] for n in names],
+                                           marks=pytest.mark.slidewin_storage(t.label, "control"),
+                                           id=f"control-redis-{t.label}"))
     return params
 
 
@@ -282,12 +297,13 @@ def pytest_collection_modifyitems(session, config, items):
     for item in items:
         mark = item.get_closest_marker("slidewin_storage")
         if mark:
-            reason = _not_on(item, mark.args[0])
+            reason = None if mark.args[1] == "control" else _not_on(item, mark.args[0])
             if reason:
                 config._slidewin_deselected[reason] += 1
                 drop.append(item)
                 continue
-            config._slidewin_nodes[item.nodeid] = mark.args[0]
+            config._slidewin_nodes[item.nodeid] = mark.args[0] + (
+                " (control: limits' own redis://)" if mark.args[1] == "control" else "")
             keep.append(item)
             continue
         callspec = getattr(item, "callspec", None)
