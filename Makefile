@@ -12,6 +12,8 @@ RUST_IMAGE ?= rust:1-bookworm
 # The servers make test-docker builds stand-in images from and runs the
 # container suite on (names as in scripts/server-path.sh).
 DOCKER_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
+# The log types make test-limits runs limits' suite on.
+LIMITS_LOG_TYPES ?= zset compact
 # The servers make bench runs on.
 BENCH_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
 # The project's virtual environment (made by scripts/deps.sh): the server
@@ -23,7 +25,7 @@ export VENV PYTHON
 # The classic builder: this project's machines have no buildx.
 DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
-.PHONY: help deps build fault-module python-client test test-python fuzz unit lint fmt run bench bench-eviction bench-smoke cluster cluster-stop docker docker-run test-docker clean
+.PHONY: help deps build fault-module python-client test test-python test-limits fuzz unit lint fmt run bench bench-eviction bench-smoke cluster cluster-stop docker docker-run test-docker clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -39,15 +41,19 @@ build: deps ## Build target/release/libslidewin.so
 fault-module: deps ## Build the test-only fault-injection module (target/fault-injection/libslidewin.so)
 	cargo build --profile fault-injection --features fault-injection
 
-test: build fault-module python-client ## Unit tests, the integration suite (examples included) and the Python client's tests, on Redis 7.0 and 8.2, Valkey 8.1 and 9.1
+test: build fault-module python-client ## Unit tests, the integration suite (examples included), the Python client's tests and limits' own suite on the slidewin storage, on Redis 7.0 and 8.2, Valkey 8.1 and 9.1
 	cargo test --release
 	$(MAKE) test-python
+	$(MAKE) test-limits
 
 python-client: deps ## Install the Python client (clients/python) into .venv/ as a user does: pip install ./clients/python
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./clients/python
 
 test-python: build python-client ## The Python client's tests (pytest) against the four servers
 	cd / && $(PYTHON) -m pytest -q -p no:cacheprovider $(CURDIR)/clients/python/tests
+
+test-limits: build python-client ## The limits library's own storage, strategy and concurrency tests (its sdist, unmodified) on the slidewin storages, four servers (LIMITS_LOG_TYPES=zset or compact: fewer)
+	SLIDEWIN_LIMITS_LOG_TYPES="$(LIMITS_LOG_TYPES)" scripts/limits-suite.sh
 
 fuzz: ## The compact log's decoder (random and mutated encodings) and the effect command's parser, a million inputs each (make test runs 400 of each)
 	SLIDEWIN_FUZZ_CASES=1000000 cargo test --release --lib -- compact::tests::hostile compact::tests::mutated compact::tests::effects

