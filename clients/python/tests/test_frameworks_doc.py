@@ -1,7 +1,8 @@
 """docs/frameworks.md's Python blocks run as written, against each server
 with the module (its `127.0.0.1:6379` is the test's server): the `limits`
 block's asserts hold, the Flask-Limiter and slowapi blocks build their apps
-on slidewin:// (Flask-Limiter makes the storage when the app is set up)."""
+on slidewin:// (Flask-Limiter makes the storage when the app is set up),
+the throttled-py block limits on SLIDEWIN.CHECK."""
 
 import os
 import re
@@ -15,11 +16,11 @@ DOC = os.path.join(ROOT, "docs", "frameworks.md")
 def blocks():
     text = open(DOC).read()
     found = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(found) == 3, "the limits, Flask-Limiter and slowapi blocks"
+    assert len(found) == 4, "the limits, Flask-Limiter, slowapi and throttled-py blocks"
     return found
 
 
-@pytest.mark.parametrize("index", range(3), ids=["limits", "flask-limiter", "slowapi"])
+@pytest.mark.parametrize("index", range(4), ids=["limits", "flask-limiter", "slowapi", "throttled-py"])
 def test_the_docs_python_blocks_run(server, index):
     code = blocks()[index]
     assert "127.0.0.1:6379" in code
@@ -31,5 +32,8 @@ def test_the_docs_python_blocks_run(server, index):
         client = scope["app"].test_client()
         assert [client.get("/sms/1").status_code for _ in range(4)] == [200, 200, 200, 429]
         assert server.calls("slidewin.check") == 4
-    else:
+    elif index == 2:
         assert type(scope["limiter"]._storage).__name__ == "SlidewinStorage"
+    else:
+        # Five allowed and one refused, each one CHECK; the peek one PEEK.
+        assert server.calls("slidewin.check") == 6 and server.calls("slidewin.peek") == 1
