@@ -330,14 +330,34 @@ impl Net {
     }
 
     /// Cuts node `i` off from `others`: DROP both ways inside its namespace.
+    /// `SLIDEWIN_PARTITION_SABOTAGE` breaks it on purpose, to see the run's
+    /// checks fail: `no-cut` adds no rule; `bus-open` drops only the data
+    /// port (6379: clients and replication), not the cluster bus (16379),
+    /// so the cut looks complete to the probes but no failover follows.
     fn cut(&self, i: usize, others: &[usize]) {
-        if Self::sabotage() == "no-cut" {
+        let sabotage = Self::sabotage();
+        if sabotage == "no-cut" {
             eprintln!("partitions: SABOTAGE no-cut: the link is left alone");
             return;
         }
         let ns = self.ns(i);
         for &j in others {
             let a = self.addr(j);
+            if sabotage == "bus-open" {
+                eprintln!("partitions: SABOTAGE bus-open: port 6379 only");
+                for (chain, dir, port) in [
+                    ("INPUT", "-s", "--dport"),
+                    ("INPUT", "-s", "--sport"),
+                    ("OUTPUT", "-d", "--dport"),
+                    ("OUTPUT", "-d", "--sport"),
+                ] {
+                    must(iptables(
+                        &ns,
+                        &["-A", chain, dir, &a, "-p", "tcp", port, "6379", "-j", "DROP"],
+                    ));
+                }
+                continue;
+            }
             must(iptables(&ns, &["-A", "INPUT", "-s", &a, "-j", "DROP"]));
             must(iptables(&ns, &["-A", "OUTPUT", "-d", &a, "-j", "DROP"]));
         }
@@ -958,6 +978,8 @@ struct RunResult {
     errors: usize,
     /// Granted decisions whose entry no node holds after the heal.
     lost: usize,
+    /// Of `lost`: those the cut master gave after the cut (before the heal).
+    lost_from_cut_master: usize,
     /// (c) only: unconfirmed `1`s whose entry is gone (not acted on).
     lost_unconfirmed: usize,
     /// Over-admission: the most granted calls certainly in one window
@@ -1155,6 +1177,9 @@ fn run_once(cluster: &PCluster, config: Config, run: usize) -> RunResult {
         }
         if call.outcome == Outcome::Granted && !survives(call) {
             r.lost += 1;
+            r.lost_from_cut_master += usize::from(
+                call.node == Some(victim) && call.received_ms >= cut_ms && call.sent_ms <= heal_ms,
+            );
             if lost_detail.len() < 10 {
                 lost_detail.push(call.clone());
             }
@@ -1179,7 +1204,8 @@ fn run_once(cluster: &PCluster, config: Config, run: usize) -> RunResult {
         "partitions {:?} run {run} {}: node {victim} cut at {cut_ms}, node {replica} promoted \
          after {} ms, healed at +{} ms; {} calls, {} ones, {} granted, {} denied, {} NOREPLICAS, \
          {} unconfirmed, {} errors; the cut master answered {} calls after the cut ({} ones); \
-         lost {} granted (+{} unconfirmed); over-admission {} certain / {} possible ({} keys); \
+         lost {} granted ({} of them given by the cut master during the partition; +{} \
+         unconfirmed); over-admission {} certain / {} possible ({} keys); \
          {:?}",
         cluster.flavor,
         config.tag(),
@@ -1195,6 +1221,7 @@ fn run_once(cluster: &PCluster, config: Config, run: usize) -> RunResult {
         r.victim_replies_after_cut,
         r.victim_ones_after_cut,
         r.lost,
+        r.lost_from_cut_master,
         r.lost_unconfirmed,
         r.over_certain,
         r.over_possible,
