@@ -1348,7 +1348,9 @@ fn table(flavor: Flavor, summaries: &[(Config, Summary)]) -> String {
 
 /// `runs` runs of each configuration on one cluster of `flavor`, the
 /// configurations taking turns (a, b, c, a, b, c, ...); every run checked.
-fn series(flavor: Flavor, runs: usize) -> Vec<(Config, Summary)> {
+/// Writes `target/partitions/<label><server>.md` (the table) and
+/// `.runs.txt` (every run).
+fn series(flavor: Flavor, runs: usize, label: &str) -> Vec<(Config, Summary)> {
     let cluster = PCluster::start(flavor);
     let mut sums: Vec<(Config, Summary)> =
         Config::ALL.iter().map(|&c| (c, Summary::default())).collect();
@@ -1357,7 +1359,7 @@ fn series(flavor: Flavor, runs: usize) -> Vec<(Config, Summary)> {
     let mut log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(out_dir.join(format!("{}.runs.txt", flavor.name())))
+        .open(out_dir.join(format!("{label}{}.runs.txt", flavor.name())))
         .unwrap();
     let mut failures = Vec::new();
     for run in 0..runs {
@@ -1377,7 +1379,7 @@ fn series(flavor: Flavor, runs: usize) -> Vec<(Config, Summary)> {
     }
     let t = table(flavor, &sums);
     eprintln!("{t}");
-    std::fs::write(out_dir.join(format!("{}.md", flavor.name())), &t).unwrap();
+    std::fs::write(out_dir.join(format!("{label}{}.md", flavor.name())), &t).unwrap();
     assert!(failures.is_empty(), "run checks failed: {failures:#?}");
     sums
 }
@@ -1385,7 +1387,7 @@ fn series(flavor: Flavor, runs: usize) -> Vec<(Config, Summary)> {
 /// `make test`: two runs of each configuration on Redis 7.0.
 #[test]
 fn short() {
-    series(Flavor::Redis70, 2);
+    series(Flavor::Redis70, 2, "short-");
 }
 
 /// `make test-partitions`: SLIDEWIN_PARTITION_RUNS (20) runs of each
@@ -1400,7 +1402,7 @@ fn full() {
     let servers = std::env::var("SLIDEWIN_PARTITION_SERVERS")
         .unwrap_or_else(|_| "redis-7.0 redis-8.2 valkey-8.1 valkey-9.1".into());
     for name in servers.split_whitespace() {
-        series(flavor_named(name), runs);
+        series(flavor_named(name), runs, "");
     }
 }
 
