@@ -198,7 +198,10 @@ fn sweep_leftovers() {
 
 /// Kills what runs in one of our namespaces, then deletes it.
 fn kill_namespace(ns: &str) {
-    for pid in ip(&["netns", "pids", ns]).unwrap_or_default().split_whitespace() {
+    for pid in ip(&["netns", "pids", ns])
+        .unwrap_or_default()
+        .split_whitespace()
+    {
         let _ = Command::new("kill").args(["-9", pid]).status();
     }
     let _ = ip(&["netns", "del", ns]);
@@ -353,7 +356,9 @@ impl Net {
                 ] {
                     must(iptables(
                         &ns,
-                        &["-A", chain, dir, &a, "-p", "tcp", port, "6379", "-j", "DROP"],
+                        &[
+                            "-A", chain, dir, &a, "-p", "tcp", port, "6379", "-j", "DROP",
+                        ],
                     ));
                 }
                 continue;
@@ -449,12 +454,24 @@ impl PCluster {
                 .args(["netns", "exec", &net.ns(i)])
                 .arg(&binary)
                 .args(["--port", "6379", "--bind", &addr, "--protected-mode", "no"])
-                .args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
+                .args([
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                ])
                 .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
                 .args(["--cluster-announce-ip", &addr])
                 .arg("--dir")
                 .arg(&ndir)
-                .args(["--logfile", "server.log", "--save", "", "--appendonly", "no"])
+                .args([
+                    "--logfile",
+                    "server.log",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
                 // A full resync (the old master rejoining) starts at once,
                 // not after the default 5 s wait for more replicas.
                 .args(["--repl-diskless-sync-delay", "0"])
@@ -475,9 +492,12 @@ impl PCluster {
         };
         for (i, n) in cluster.nodes.iter().enumerate() {
             assert!(
-                wait_until(Duration::from_secs(15), || connect(&n.addr, Duration::from_secs(1))
-                    .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-                    .is_ok()),
+                wait_until(Duration::from_secs(15), || connect(
+                    &n.addr,
+                    Duration::from_secs(1)
+                )
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+                .is_ok()),
                 "node {i} ({flavor:?}) did not start: {}",
                 cluster.log(i)
             );
@@ -892,7 +912,8 @@ fn client(
     thread::spawn(move || {
         let mut router = Router::new(addrs, seed);
         let mut calls = Vec::new();
-        let mut rng_state: u64 = 0x9E37_79B9_7F4A_7C15 ^ (seed as u64 + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        let mut rng_state: u64 =
+            0x9E37_79B9_7F4A_7C15 ^ (seed as u64 + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         let hard_stop = start + Duration::from_secs(120);
         while !stop.load(Ordering::Relaxed)
             && calls.len() < MAX_CALLS_PER_CLIENT
@@ -1024,7 +1045,11 @@ fn run_once(cluster: &PCluster, config: Config, run: usize) -> RunResult {
     let others: Vec<usize> = (0..6).filter(|&i| i != victim).collect();
     cluster.config_set_all(
         "min-replicas-to-write",
-        if config == Config::MinReplicas { "1" } else { "0" },
+        if config == Config::MinReplicas {
+            "1"
+        } else {
+            "0"
+        },
     );
     cluster.config_set_all("min-replicas-max-lag", "2");
 
@@ -1033,7 +1058,16 @@ fn run_once(cluster: &PCluster, config: Config, run: usize) -> RunResult {
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
     let clients: Vec<_> = (0..CLIENTS)
-        .map(|c| client(addrs.clone(), c + run * CLIENTS, tag.clone(), config, start, stop.clone()))
+        .map(|c| {
+            client(
+                addrs.clone(),
+                c + run * CLIENTS,
+                tag.clone(),
+                config,
+                start,
+                stop.clone(),
+            )
+        })
         .collect();
     // Stop the clients on every way out of this function.
     struct StopOnDrop(Arc<AtomicBool>);
@@ -1143,7 +1177,11 @@ fn run_once(cluster: &PCluster, config: Config, run: usize) -> RunResult {
         let owner = router.slots[slot(&key)].expect("every slot has an owner after the heal");
         let c = owners.entry(owner).or_insert_with(|| cluster.conn(owner));
         let Some(m) = &call.member else { return false };
-        let score: Option<f64> = redis::cmd("ZSCORE").arg(&key).arg(m).query(c).expect("ZSCORE");
+        let score: Option<f64> = redis::cmd("ZSCORE")
+            .arg(&key)
+            .arg(m)
+            .query(c)
+            .expect("ZSCORE");
         score.is_some_and(|s| {
             let s = s as i64;
             s >= call.sent_ms - 1 && s <= call.received_ms + 1
@@ -1241,7 +1279,10 @@ fn run_once(cluster: &PCluster, config: Config, run: usize) -> RunResult {
 /// the load was what it claims, and (c) lost nothing.
 fn assert_run(flavor: Flavor, config: Config, run: usize, r: &RunResult) {
     let what = format!("{flavor:?} run {run} {config:?}");
-    assert!(r.denied > 0, "{what}: no denial: the limits were never reached");
+    assert!(
+        r.denied > 0,
+        "{what}: no denial: the limits were never reached"
+    );
     assert!(r.granted > 0, "{what}: nothing granted");
     assert!(
         r.victim_replies_after_cut > 0,
@@ -1352,8 +1393,10 @@ fn table(flavor: Flavor, summaries: &[(Config, Summary)]) -> String {
 /// `.runs.txt` (every run).
 fn series(flavor: Flavor, runs: usize, label: &str) -> Vec<(Config, Summary)> {
     let cluster = PCluster::start(flavor);
-    let mut sums: Vec<(Config, Summary)> =
-        Config::ALL.iter().map(|&c| (c, Summary::default())).collect();
+    let mut sums: Vec<(Config, Summary)> = Config::ALL
+        .iter()
+        .map(|&c| (c, Summary::default()))
+        .collect();
     let out_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/partitions");
     std::fs::create_dir_all(&out_dir).unwrap();
     let mut log = std::fs::OpenOptions::new()
@@ -1417,5 +1460,5 @@ fn names_are_recognised() {
     assert_eq!(owner_pid("swp12ax0"), None);
     assert_eq!(owner_pid("docker0"), None);
     assert_eq!(slot("foo"), 12182);
-    assert_eq!(slot("123456789") as u16, 0x31C3 % 16384);
+    assert_eq!(crc16(b"123456789"), 0x31C3);
 }
