@@ -1424,6 +1424,18 @@ fn series(flavor: Flavor, runs: usize, label: &str) -> Vec<(Config, Summary)> {
     eprintln!("{t}");
     std::fs::write(out_dir.join(format!("{label}{}.md", flavor.name())), &t).unwrap();
     assert!(failures.is_empty(), "run checks failed: {failures:#?}");
+    // The measurements can see what they measure: without a confirmation
+    // a partition loses decisions and over-admits (every run of every
+    // server did), so "(c) lost nothing" is not the loss check being blind.
+    let a = &sums[0].1;
+    assert!(
+        a.lost > 0,
+        "{flavor:?}: no decision lost in {runs} runs of configuration (a): is the loss check blind?"
+    );
+    assert!(
+        a.max_over_certain > 0,
+        "{flavor:?}: no over-admission in {runs} runs of configuration (a): is the check blind?"
+    );
     sums
 }
 
@@ -1447,6 +1459,27 @@ fn full() {
     for name in servers.split_whitespace() {
         series(flavor_named(name), runs, "");
     }
+}
+
+#[test]
+fn window_counts_bound_the_truth() {
+    let call = |sent_ms, received_ms| Call {
+        key: 0,
+        sent_ms,
+        received_ms,
+        node: None,
+        outcome: Outcome::Granted,
+        member: None,
+    };
+    // Three calls within 1 s: certainly in one window.
+    let v = [call(0, 10), call(500, 510), call(990, 1000)];
+    assert_eq!(window_counts(&v.iter().collect::<Vec<_>>()), (3, 3));
+    // The last one answered a window after the first was sent: maybe.
+    let v = [call(0, 10), call(WINDOW_MS - 5, WINDOW_MS + 5)];
+    assert_eq!(window_counts(&v.iter().collect::<Vec<_>>()), (1, 2));
+    // Sent a window after the first was answered: never together.
+    let v = [call(0, 10), call(WINDOW_MS + 10, WINDOW_MS + 20)];
+    assert_eq!(window_counts(&v.iter().collect::<Vec<_>>()), (1, 1));
 }
 
 #[test]
