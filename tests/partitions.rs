@@ -71,6 +71,16 @@ const PROMOTION_DEADLINE: Duration = Duration::from_secs(30);
 const REJOIN_DEADLINE: Duration = Duration::from_secs(45);
 const HEALTHY_DEADLINE: Duration = Duration::from_secs(60);
 
+/// Configuration (b)'s `min-replicas-max-lag` in seconds:
+/// `SLIDEWIN_PARTITION_MAX_LAG`, 2 unless set (a series with another value
+/// writes `target/partitions/lag<n>-<server>.*`).
+fn max_lag() -> u32 {
+    std::env::var("SLIDEWIN_PARTITION_MAX_LAG")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Config {
     /// Plain asynchronous replication.
@@ -86,7 +96,7 @@ impl Config {
     fn name(self) -> &'static str {
         match self {
             Config::Async => "(a) asynchronous replication",
-            Config::MinReplicas => "(b) min-replicas-to-write 1, min-replicas-max-lag 2",
+            Config::MinReplicas => "(b) min-replicas-to-write 1, min-replicas-max-lag (2)",
             Config::Wait => "(c) act on a 1 only after WAIT 1 200 >= 1",
         }
     }
@@ -1051,7 +1061,7 @@ fn run_once(cluster: &PCluster, config: Config, run: usize) -> RunResult {
             "0"
         },
     );
-    cluster.config_set_all("min-replicas-max-lag", "2");
+    cluster.config_set_all("min-replicas-max-lag", &max_lag().to_string());
 
     let tag = format!("{}{}x{}", config.tag(), run, wall_ms() % 100_000);
     let addrs: Vec<String> = cluster.nodes.iter().map(|n| n.addr.clone()).collect();
@@ -1457,7 +1467,11 @@ fn full() {
     let servers = std::env::var("SLIDEWIN_PARTITION_SERVERS")
         .unwrap_or_else(|_| "redis-7.0 redis-8.2 valkey-8.1 valkey-9.1".into());
     for name in servers.split_whitespace() {
-        series(flavor_named(name), runs, "");
+        let label = match max_lag() {
+            2 => String::new(),
+            n => format!("lag{n}-"),
+        };
+        series(flavor_named(name), runs, &label);
     }
 }
 
