@@ -1024,6 +1024,11 @@ struct RunResult {
     /// Calls the cut master answered after the cut, and its `1`s among them.
     victim_replies_after_cut: usize,
     victim_ones_after_cut: usize,
+    /// The last `1` the cut master gave after the cut, ms after the cut
+    /// (its answer's arrival): how long it went on deciding alone.
+    victim_last_one_ms: i64,
+    /// NOREPLICAS replies the cut master gave after the cut.
+    victim_noreplicas_after_cut: usize,
     stats: RouterStats,
 }
 
@@ -1221,6 +1226,10 @@ fn run_once(cluster: &PCluster, config: Config, run: usize) -> RunResult {
             }
             if matches!(call.outcome, Outcome::Granted | Outcome::Unconfirmed) {
                 r.victim_ones_after_cut += 1;
+                r.victim_last_one_ms = r.victim_last_one_ms.max(call.received_ms - cut_ms);
+            }
+            if call.outcome == Outcome::NoReplicas {
+                r.victim_noreplicas_after_cut += 1;
             }
         }
         if call.outcome == Outcome::Granted && !survives(call) {
@@ -1251,7 +1260,8 @@ fn run_once(cluster: &PCluster, config: Config, run: usize) -> RunResult {
     eprintln!(
         "partitions {:?} run {run} {}: node {victim} cut at {cut_ms}, node {replica} promoted \
          after {} ms, healed at +{} ms; {} calls, {} ones, {} granted, {} denied, {} NOREPLICAS, \
-         {} unconfirmed, {} errors; the cut master answered {} calls after the cut ({} ones); \
+         {} unconfirmed, {} errors; the cut master answered {} calls after the cut ({} ones, the last at +{} ms; \
+         {} NOREPLICAS); \
          lost {} granted ({} of them given by the cut master during the partition; +{} \
          unconfirmed); over-admission {} certain / {} possible ({} keys); \
          {:?}",
@@ -1268,6 +1278,8 @@ fn run_once(cluster: &PCluster, config: Config, run: usize) -> RunResult {
         r.errors,
         r.victim_replies_after_cut,
         r.victim_ones_after_cut,
+        r.victim_last_one_ms,
+        r.victim_noreplicas_after_cut,
         r.lost,
         r.lost_from_cut_master,
         r.lost_unconfirmed,
