@@ -1423,7 +1423,8 @@ fn series(flavor: Flavor, runs: usize, label: &str) -> Vec<(Config, Summary)> {
     std::fs::create_dir_all(&out_dir).unwrap();
     let mut log = std::fs::OpenOptions::new()
         .create(true)
-        .append(true)
+        .truncate(true)
+        .write(true)
         .open(out_dir.join(format!("{label}{}.runs.txt", flavor.name())))
         .unwrap();
     let mut failures = Vec::new();
