@@ -946,8 +946,11 @@ fn client(
                     Some((true, m)) => {
                         let member = m.into_iter().next();
                         if config == Config::Wait {
+                            // On the connection that made the write, never a
+                            // new one: WAIT on a connection that wrote
+                            // nothing returns at once with every replica.
                             let confirmed = node.is_some_and(|n| {
-                                router.conn(n).is_ok_and(|c| {
+                                router.conns.get_mut(&n).is_some_and(|c| {
                                     redis::cmd("WAIT")
                                         .arg(1)
                                         .arg(WAIT_MS)
