@@ -133,3 +133,16 @@ test-docker: build ## For each of DOCKER_SERVERS: a stand-in image (no registry)
 
 clean: ## Remove build output
 	cargo clean
+
+# The partition harness (tests/partitions.rs; needs root: network namespaces,
+# veth, iptables): a 3+3 cluster of namespaced hosts, one master cut off until
+# it is failed over, then healed; PARTITION_RUNS runs of each configuration
+# (async, min-replicas-to-write, WAIT) on each of PARTITION_SERVERS. The
+# tables go to target/partitions/<server>.md (docs/failover.md holds them).
+# make test runs the short version (2 runs of each on Redis 7.0).
+PARTITION_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
+PARTITION_RUNS ?= 20
+.PHONY: test-partitions
+test-partitions: build ## Partitions on real (namespaced) hosts: lost decisions and over-admission per configuration, PARTITION_RUNS (20) runs on each of PARTITION_SERVERS (root)
+	SLIDEWIN_PARTITION_RUNS=$(PARTITION_RUNS) SLIDEWIN_PARTITION_SERVERS="$(PARTITION_SERVERS)" \
+		cargo test --release --test partitions -- --ignored --nocapture full
