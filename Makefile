@@ -138,7 +138,7 @@ clean: ## Remove build output
 # veth, iptables): a 3+3 cluster of namespaced hosts, one master cut off until
 # it is failed over, then healed; PARTITION_RUNS runs of each configuration
 # (async, min-replicas-to-write, WAIT) on each of PARTITION_SERVERS. The
-# tables go to target/partitions/<server>.md (docs/failover.md holds them).
+# tables go to target/partitions/<server>.md (docs/operating.md, "Failover: what a decision is worth", holds them).
 # make test runs the short version (2 runs of each on Redis 7.0).
 PARTITION_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
 PARTITION_RUNS ?= 20

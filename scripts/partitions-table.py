@@ -3,7 +3,7 @@
 
 Reads target/partitions/<server>.runs.txt (one line per run, written by
 tests/partitions.rs) for each server given (default: the four) and prints one
-Markdown table per configuration, a row per server: what docs/failover.md
+Markdown table per configuration, a row per server: what docs/operating.md ("Failover: what a decision is worth")
 shows.
 
     scripts/partitions-table.py [--dir target/partitions] [server ...]

@@ -13,7 +13,8 @@
 //! [`short`] (2 runs of each configuration on Redis 7.0); `make
 //! test-partitions` runs [`full`] (`SLIDEWIN_PARTITION_RUNS`, default 20,
 //! on each of `SLIDEWIN_PARTITION_SERVERS`) and writes the tables to
-//! `target/partitions/`. docs/failover.md explains the numbers.
+//! `target/partitions/`. docs/operating.md ("Failover: what a decision is
+//! worth") explains the numbers.
 //!
 //! Cleanup: everything the test makes is named `swp<pid>x<n>...`. A Drop
 //! guard removes the namespaces (and with them the veths, the bridge and the
