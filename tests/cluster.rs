@@ -1246,42 +1246,7 @@ fn atomic_slot_migration(flavor: Flavor) {
         allowed_before > 0 && allowed_after > 0,
         "allowed calls before the migration {allowed_before}, after it {allowed_after}"
     );
-    let mut given: Vec<HashMap<Vec<u8>, (i64, i64)>> = vec![HashMap::new(); ASM_KEYS];
-    for c in calls.iter().filter(|c| c.allowed) {
-        assert_eq!(c.members.len(), 1, "cost 1");
-        for &k in &c.keys {
-            let earlier = given[k].insert(c.members[0].clone(), (c.sent_ms, c.received_ms));
-            assert!(earlier.is_none(), "{}: a member given twice", asm_key(k));
-        }
-    }
-    let mut entries_total = 0;
-    for (k, members) in given.iter().enumerate() {
-        let key = asm_key(k);
-        let (entries, expiry) = entries_and_expiry(&mut tgt, &key);
-        assert!(
-            entries.len() <= ASM_LIMIT,
-            "{key}: {} entries",
-            entries.len()
-        );
-        assert_eq!(
-            entries.len(),
-            members.len(),
-            "{key}: entries vs allowed calls"
-        );
-        for (member, score) in &entries {
-            let (sent, received) = members
-                .get(member.as_bytes())
-                .unwrap_or_else(|| panic!("{key}: {member} was never given"));
-            assert!(
-                (sent - 1..=received + 1).contains(score),
-                "{key}: {member} scored {score}, the call ran {sent}..{received}"
-            );
-        }
-        if let Some(newest) = entries.iter().map(|e| e.1).max() {
-            assert_eq!(expiry, newest + ASM_WINDOW_MS, "{key}: expiry");
-        }
-        entries_total += entries.len();
-    }
+    let (given, entries_total) = assert_load_on(&mut tgt, &calls, "asm", 0);
     // Checks keep working on the new owner: a full key refuses, publishes
     // slidewin.denied and is listed by TOP there.
     let full = (0..ASM_KEYS)
@@ -1578,7 +1543,39 @@ fn reshard_with(cluster: Cluster, what: &str) {
             "client {i} was never redirected to the new owner"
         );
     }
-    let mut given: Vec<HashMap<Vec<u8>, (i64, i64)>> = vec![HashMap::new(); ASM_KEYS];
+    let mut tgt = cluster.conn(target);
+    // MIGRATE carries a relative TTL (taken on the source, added to the
+    // target's clock when it restores): a moved key may expire later than
+    // its newest entry plus the window by the time the move took, never
+    // earlier (that would drop entries that count).
+    let (_, entries_total) = assert_load_on(&mut tgt, &calls, &tag, done_ms - started_ms + 5);
+    eprintln!(
+        "redis-cli reshard ({flavor:?}, {what}): slot {slot} {source} -> {target} under 16 clients: \
+         {} calls ({allowed} allowed, {denied} denied; {allowed_before} allowed before, {allowed_after} \
+         after the {} ms reshard), {moved} MOVED, {asked} ASK and {tryagain} TRYAGAIN followed, \
+         {entries_total} entries on the target, each checked against its call",
+        calls.len(),
+        done_ms - started_ms,
+    );
+}
+
+/// The members allowed calls were given in one key, each with its call's
+/// send and receive times (ms).
+type GivenMembers = HashMap<Vec<u8>, (i64, i64)>;
+
+/// What a load left on the node `tgt` that now owns its slot, checked
+/// against what its clients were told: every member an allowed call got is
+/// there, at a score within the call's time, and nothing else; no key holds
+/// more than its limit; each expiry is the newest entry plus the window, or
+/// up to `late_ms` later (never earlier). Returns the members given per key
+/// and the entries checked.
+fn assert_load_on(
+    tgt: &mut Connection,
+    calls: &[&AsmCall],
+    tag: &str,
+    late_ms: i64,
+) -> (Vec<GivenMembers>, usize) {
+    let mut given: Vec<GivenMembers> = vec![HashMap::new(); ASM_KEYS];
     for c in calls.iter().filter(|c| c.allowed) {
         assert_eq!(c.members.len(), 1, "cost 1");
         for &k in &c.keys {
@@ -1586,15 +1583,14 @@ fn reshard_with(cluster: Cluster, what: &str) {
             assert!(
                 earlier.is_none(),
                 "{}: a member given twice",
-                load_key(&tag, k)
+                load_key(tag, k)
             );
         }
     }
-    let mut tgt = cluster.conn(target);
     let mut entries_total = 0;
     for (k, members) in given.iter().enumerate() {
-        let key = load_key(&tag, k);
-        let (entries, expiry) = entries_and_expiry(&mut tgt, &key);
+        let key = load_key(tag, k);
+        let (entries, expiry) = entries_and_expiry(tgt, &key);
         assert!(
             entries.len() <= ASM_LIMIT,
             "{key}: {} entries",
@@ -1615,24 +1611,13 @@ fn reshard_with(cluster: Cluster, what: &str) {
             );
         }
         if let Some(newest) = entries.iter().map(|e| e.1).max() {
-            // MIGRATE carries a relative TTL (taken on the source, added to
-            // the target's clock when it restores): a moved key may expire
-            // later than its newest entry plus the window by the time the
-            // move took, never earlier (that would drop entries that count).
             let late = expiry - (newest + ASM_WINDOW_MS);
             assert!(
-                (0..=done_ms - started_ms + 5).contains(&late),
-                "{key}: expiry {expiry}, newest {newest}, {late} ms late"
+                (0..=late_ms).contains(&late),
+                "{key}: expiry {expiry}, newest {newest}: {late} ms late"
             );
         }
         entries_total += entries.len();
     }
-    eprintln!(
-        "redis-cli reshard ({flavor:?}, {what}): slot {slot} {source} -> {target} under 16 clients: \
-         {} calls ({allowed} allowed, {denied} denied; {allowed_before} allowed before, {allowed_after} \
-         after the {} ms reshard), {moved} MOVED, {asked} ASK and {tryagain} TRYAGAIN followed, \
-         {entries_total} entries on the target, each checked against its call",
-        calls.len(),
-        done_ms - started_ms,
-    );
+    (given, entries_total)
 }
