@@ -1156,45 +1156,10 @@ fn atomic_slot_migration(flavor: Flavor) {
         .map(|k| entries_and_expiry(&mut src, k))
         .collect();
 
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let progress = std::sync::Arc::new(AsmProgress::default());
-    let clients: Vec<_> = (0..8)
-        .map(|_| {
-            asm_client(
-                cluster.ports(),
-                source,
-                stop.clone(),
-                progress.clone(),
-                "asm".to_string(),
-            )
-        })
-        .collect();
-    // Driven by counts, not by time: the slot moves once calls were allowed
-    // and denied on the source, the load ends once more were allowed on the
-    // target, however fast the machine is.
-    assert!(
-        wait_until(Duration::from_secs(60), || {
-            let (allowed, denied) = progress.get();
-            allowed >= 1000 && denied >= 200
-        }),
-        "the load before the migration: {:?}",
-        progress.get()
-    );
-    let migrate_ms = wall_ms();
-    migrate_slot(&mut src, slot, &target_id);
-    let migrated_ms = wall_ms();
-    let allowed_at_move = progress.get().0;
-    assert!(
-        wait_until(Duration::from_secs(60), || progress.get().0
-            >= allowed_at_move + 500),
-        "the load after the migration: {:?}",
-        progress.get()
-    );
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let seen: Vec<AsmClient> = clients
-        .into_iter()
-        .map(|c| c.join().expect("a load client"))
-        .collect();
+    let (seen, migrate_ms, migrated_ms) =
+        drive_load(&cluster, source, "asm", 8, "migration", || {
+            migrate_slot(&mut src, slot, &target_id)
+        });
 
     assert_eq!(cluster.owner(slot).0, target, "the target owns the slot");
     let mut tgt = cluster.conn(target);
@@ -1484,53 +1449,24 @@ fn reshard_with(cluster: Cluster, what: &str) {
         .find(|(p, _, _)| *p != source)
         .cloned()
         .expect("a target");
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let progress = std::sync::Arc::new(AsmProgress::default());
-    let clients: Vec<_> = (0..16)
-        .map(|_| {
-            asm_client(
-                cluster.ports(),
-                source,
-                stop.clone(),
-                progress.clone(),
-                tag.clone(),
-            )
-        })
-        .collect();
-    assert!(
-        wait_until(Duration::from_secs(60), || {
-            let (allowed, denied) = progress.get();
-            allowed >= 1000 && denied >= 200
-        }),
-        "the load before the reshard: {:?}",
-        progress.get()
-    );
-    let started_ms = wall_ms();
-    let out = Command::new(cli())
-        .args(["--cluster", "reshard", &format!("127.0.0.1:{source}")])
-        .args(["--cluster-from", &source_id, "--cluster-to", &target_id])
-        .args(["--cluster-slots", "1", "--cluster-yes"])
-        .output()
-        .expect("run redis-cli --cluster reshard");
-    let done_ms = wall_ms();
+    let mut reshard = None;
+    let (seen, started_ms, done_ms) = drive_load(&cluster, source, &tag, 16, "reshard", || {
+        reshard = Some(
+            Command::new(cli())
+                .args(["--cluster", "reshard", &format!("127.0.0.1:{source}")])
+                .args(["--cluster-from", &source_id, "--cluster-to", &target_id])
+                .args(["--cluster-slots", "1", "--cluster-yes"])
+                .output()
+                .expect("run redis-cli --cluster reshard"),
+        )
+    });
+    let out = reshard.expect("the reshard ran");
     assert!(
         out.status.success(),
         "reshard failed:\n{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let allowed_at_move = progress.get().0;
-    assert!(
-        wait_until(Duration::from_secs(60), || progress.get().0
-            >= allowed_at_move + 500),
-        "the load after the reshard: {:?}",
-        progress.get()
-    );
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let seen: Vec<AsmClient> = clients
-        .into_iter()
-        .map(|c| c.join().expect("a load client"))
-        .collect();
     assert_eq!(cluster.owner(slot).0, target, "the target owns the slot");
     let mut src = cluster.conn(source);
     let left: i64 = redis::cmd("CLUSTER")
@@ -1641,4 +1577,57 @@ fn assert_load_on(
         entries_total += entries.len();
     }
     (given, entries_total)
+}
+
+/// Runs `clients` load clients on the keys tagged `tag` (first sent to
+/// `source`) and `move_slot` in the middle of their load, driven by counts,
+/// not by time: the move starts once 1,000 calls were allowed and 200
+/// denied, the load ends once 500 more were allowed after it, however fast
+/// the machine is. Returns what each client saw and the wall-clock ms just
+/// before and after the move.
+fn drive_load(
+    cluster: &Cluster,
+    source: u16,
+    tag: &str,
+    clients: usize,
+    what: &str,
+    move_slot: impl FnOnce(),
+) -> (Vec<AsmClient>, i64, i64) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let progress = std::sync::Arc::new(AsmProgress::default());
+    let handles: Vec<_> = (0..clients)
+        .map(|_| {
+            asm_client(
+                cluster.ports(),
+                source,
+                stop.clone(),
+                progress.clone(),
+                tag.to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            let (allowed, denied) = progress.get();
+            allowed >= 1000 && denied >= 200
+        }),
+        "the load before the {what}: {:?}",
+        progress.get()
+    );
+    let started_ms = wall_ms();
+    move_slot();
+    let done_ms = wall_ms();
+    let allowed_at_move = progress.get().0;
+    assert!(
+        wait_until(Duration::from_secs(60), || progress.get().0
+            >= allowed_at_move + 500),
+        "the load after the {what}: {:?}",
+        progress.get()
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen = handles
+        .into_iter()
+        .map(|c| c.join().expect("a load client"))
+        .collect();
+    (seen, started_ms, done_ms)
 }

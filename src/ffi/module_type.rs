@@ -327,6 +327,8 @@ pub fn defrag_moved() -> u64 {
 /// the old one) when the allocator asks to, or leaves it.
 struct Defragger {
     ctx: *mut raw::RedisModuleDefragCtx,
+    // SAFETY: a function type, not an unsafe block; its one call site
+    // (`moved`) says why the call is sound.
     alloc: unsafe extern "C" fn(*mut raw::RedisModuleDefragCtx, *mut c_void) -> *mut c_void,
 }
 
