@@ -833,9 +833,9 @@ fn setting(flavor: Flavor) {
     );
 }
 
-/// Fills `key` with `n` entries arriving as a Poisson stream at `per_hour`
-/// (seeded), through the effect command, ending now.
-fn poisson_log(c: &mut Connection, key: &str, n: usize, per_hour: f64, seed: u64) {
+/// The times of `n` entries arriving as a Poisson stream at `per_hour`
+/// (seeded), ending now on the server's clock.
+fn poisson_times(c: &mut Connection, n: usize, per_hour: f64, seed: u64) -> Vec<i64> {
     let mut rng = StdRng::seed_from_u64(seed);
     let mean_gap_ms = 3_600_000.0 / per_hour;
     let gaps: Vec<i64> = (0..n)
@@ -845,9 +845,20 @@ fn poisson_log(c: &mut Connection, key: &str, n: usize, per_hour: f64, seed: u64
         })
         .collect();
     let mut t = server_ms(c) - gaps.iter().sum::<i64>();
+    gaps.iter()
+        .map(|gap| {
+            t += gap;
+            t
+        })
+        .collect()
+}
+
+/// Fills `key` with `n` entries arriving as a Poisson stream at `per_hour`
+/// (seeded), through the effect command, ending now.
+fn poisson_log(c: &mut Connection, key: &str, n: usize, per_hour: f64, seed: u64) {
+    let times = poisson_times(c, n, per_hour, seed);
     let mut pipe = redis::pipe();
-    for (i, gap) in gaps.iter().enumerate() {
-        t += gap;
+    for (i, t) in times.iter().enumerate() {
         pipe.cmd("SLIDEWIN.APPLY")
             .arg(key)
             .arg("ADD")
@@ -856,7 +867,22 @@ fn poisson_log(c: &mut Connection, key: &str, n: usize, per_hour: f64, seed: u64
             .arg(1)
             .ignore();
     }
-    pipe.cmd("PEXPIREAT").arg(key).arg(t + 3_600_000).ignore();
+    let last = times.last().copied().unwrap_or(0);
+    pipe.cmd("PEXPIREAT")
+        .arg(key)
+        .arg(last + 3_600_000)
+        .ignore();
+    let _: () = pipe.query(c).unwrap();
+}
+
+/// The same entries as a sorted set, as the `zset` log type keeps them
+/// (member ids as integers, scores in ms).
+fn poisson_zset(c: &mut Connection, key: &str, n: usize, per_hour: f64, seed: u64) {
+    let times = poisson_times(c, n, per_hour, seed);
+    let mut pipe = redis::pipe();
+    for (i, t) in times.iter().enumerate() {
+        pipe.cmd("ZADD").arg(key).arg(t).arg(i + 1).ignore();
+    }
     let _: () = pipe.query(c).unwrap();
 }
 
@@ -877,17 +903,35 @@ fn memory_usage(c: &mut Connection, key: &str) -> i64 {
 fn memory(flavor: Flavor) {
     let server = compact(flavor).arg("lazyfree-lazy-user-del", "no").start();
     let mut c = server.conn();
-    for (n, per_hour, most) in [(10_000usize, 10_000.0, 2.0), (1_000, 1_000.0, 3.0)] {
+    // (entries, arrivals per hour, most bytes an entry, least times
+    // smaller than the same entries as a sorted set)
+    for (n, per_hour, most, smaller) in [
+        (10_000usize, 10_000.0, 2.0, 40.0),
+        (1_000, 1_000.0, 3.0, 20.0),
+    ] {
         let key = format!("poisson:{n}");
         poisson_log(&mut c, &key, n, per_hour, 42);
         let peek = detail(&mut c, "SLIDEWIN.PEEK", &[&key, "100000", "3600000"]);
         assert_eq!(peek[2], 100_000 - n as i64, "{key} holds {n} entries");
         let used = memory_usage(&mut c, &key);
         let per_entry = used as f64 / n as f64;
-        eprintln!("{flavor:?}: {n} entries at {per_hour}/h take {used} B ({per_entry:.2} B/entry)");
+        let zkey = format!("zset:{n}");
+        poisson_zset(&mut c, &zkey, n, per_hour, 42);
+        let zcard: i64 = redis::cmd("ZCARD").arg(&zkey).query(&mut c).unwrap();
+        assert_eq!(zcard, n as i64);
+        let zused = memory_usage(&mut c, &zkey);
+        let ratio = zused as f64 / used as f64;
+        eprintln!(
+            "{flavor:?}: {n} entries at {per_hour}/h take {used} B ({per_entry:.2} B/entry); \
+             as a sorted set {zused} B ({ratio:.1}x)"
+        );
         assert!(
             per_entry <= most,
             "{n} entries: {used} B, {per_entry:.2} B/entry (target {most})"
+        );
+        assert!(
+            ratio >= smaller,
+            "{n} entries: {used} B, the sorted set {zused} B: {ratio:.1}x (target {smaller}x)"
         );
     }
     // A call's cost is one run: COST 10000 adds a few bytes, not 10000 entries' worth.

@@ -104,10 +104,22 @@ pub const CHUNK_RUNS: usize = 1024;
 #[cfg(test)]
 pub const CHUNK_RUNS: usize = 3;
 
-/// A stretch of consecutive runs, held encoded (the records of the byte
-/// encoding, relative to the chunk's first run) but for the last run, which
-/// stays open so that the next entry of the same millisecond extends it.
-/// The summaries answer most queries without decoding.
+/// A stretch of consecutive runs, held encoded (records relative to the
+/// chunk's first run) but for the last run, which stays open so that the
+/// next entry of the same millisecond extends it. The summaries answer most
+/// queries without decoding.
+///
+/// The records are written in one of two ways, the chunk's `kind`:
+/// - [`BYTES`]: the byte records of the encoding (see [`put_run`]), cheap
+///   to append: the chunk calls write to;
+/// - a Rice code of parameter `k` (`kind` is `k + 1`, see [`put_rice`]):
+///   a run of one entry whose member is the expected one costs `q + 1 + k`
+///   bits for a gap of `q * 2^k + r` ms, about 1.25 bytes for Poisson
+///   arrivals, against 1.7 for the bytes.
+///
+/// A chunk is *sealed* when the next chunk starts after it (and whenever
+/// it is rebuilt): its runs are written again in whichever kind is the
+/// smallest for them, once per [`CHUNK_RUNS`] runs, so amortized O(1).
 #[derive(Debug, Clone)]
 struct Chunk {
     /// The state the first live record is read from: the score and one
@@ -115,8 +127,9 @@ struct Chunk {
     /// its first run's score and first member).
     base_score: i64,
     base_id: i64,
-    /// The records of every run but the last, from `start` on: a trim
-    /// steps `start` past expired records instead of rewriting the bytes.
+    /// The records of every run but the last, from `start` on (a byte
+    /// offset for [`BYTES`], a bit offset for a Rice code): a trim steps
+    /// `start` past expired records instead of rewriting the bytes.
     bytes: Vec<u8>,
     start: usize,
     /// The score of the first live run.
@@ -129,14 +142,32 @@ struct Chunk {
     last: Run,
     /// Runs (with `last`) and entries in the chunk.
     runs: u32,
+    /// How the records are written: [`BYTES`] or a Rice parameter plus one.
+    kind: u8,
+    /// For a Rice code: the bits of the last byte not yet used (0 to 7).
+    pad: u8,
     entries: u64,
     /// The smallest and largest member in the chunk.
     min_id: i64,
     max_id: i64,
 }
 
+/// A chunk whose records are the encoding's bytes.
+const BYTES: u8 = 0;
+
+/// The greatest Rice parameter: a record's code (at most `ESC + 1 + k`
+/// bits) then fits the 57 bits one read of the bytes yields.
+const MAX_RICE_K: u32 = 40;
+
+/// In a Rice code, a quotient of `ESC` ones marks an escaped record: three
+/// varints (the gap, the member's zigzag distance from the expected one,
+/// the count less one), written 8 bits a byte, follow. Runs of several
+/// entries, members out of sequence, and gaps of `ESC * 2^k` ms or more
+/// are written so.
+const ESC: u32 = 16;
+
 impl Chunk {
-    /// A chunk of one run.
+    /// A chunk of one run, its records written as bytes.
     fn of(run: Run) -> Chunk {
         Chunk {
             base_score: run.score,
@@ -148,6 +179,8 @@ impl Chunk {
             tail_expected: run.first,
             last: run,
             runs: 1,
+            kind: BYTES,
+            pad: 0,
             entries: run.count,
             min_id: run.first,
             max_id: run.last(),
@@ -164,15 +197,47 @@ impl Chunk {
         }
     }
 
-    /// A chunk of the given runs (at least one; in score order).
+    /// A chunk of the given runs (at least one; in score order), its
+    /// records written in the smallest kind for them, in a block of their
+    /// size.
     fn from_runs(runs: &[Run]) -> Option<Chunk> {
-        let (&first, _) = runs.split_first()?;
-        let mut c = Chunk::of(first);
-        for &r in runs.iter().skip(1) {
-            c.push(r);
+        let (&first, rest) = runs.split_first()?;
+        let (kind, bytes) = best_kind(runs);
+        let mut c = Chunk {
+            kind,
+            bytes: Vec::with_capacity(bytes),
+            ..Chunk::of(first)
+        };
+        for &r in rest {
+            c.append(r);
         }
         c.bytes.shrink_to_fit();
         Some(c)
+    }
+
+    /// A chunk of `runs` written in `kind` whatever its size (tests: every
+    /// kind must read back what it was given).
+    #[cfg(test)]
+    fn from_runs_as(runs: &[Run], kind: u8) -> Option<Chunk> {
+        let (&first, rest) = runs.split_first()?;
+        let mut c = Chunk {
+            kind,
+            ..Chunk::of(first)
+        };
+        for &r in rest {
+            c.push(r);
+        }
+        Some(c)
+    }
+
+    /// Writes the runs again in the smallest kind for them, in a block of
+    /// their size (the chunk is full, or rebuilt): the records the calls
+    /// appended as bytes become a Rice code where that is smaller.
+    fn seal(&mut self) {
+        let runs = self.decode();
+        if let Some(c) = Chunk::from_runs(&runs) {
+            *self = c;
+        }
     }
 
     fn first_score(&self) -> i64 {
@@ -183,20 +248,77 @@ impl Chunk {
         self.last.score
     }
 
+    /// Where the records end: a byte offset for [`BYTES`], a bit offset
+    /// for a Rice code.
+    fn end(&self) -> usize {
+        if self.kind == BYTES {
+            self.bytes.len()
+        } else {
+            self.bytes
+                .len()
+                .saturating_mul(8)
+                .saturating_sub(usize::from(self.pad))
+        }
+    }
+
+    /// Reads the record at `at` after the state (`score`, `expected`),
+    /// moving both past it.
+    fn read(
+        &self,
+        at: &mut usize,
+        score: &mut i64,
+        expected: &mut i64,
+    ) -> Result<Run, DecodeError> {
+        if self.kind == BYTES {
+            let mut r = Reader {
+                bytes: &self.bytes,
+                at: *at,
+            };
+            let run = read_run(&mut r, score, expected)?;
+            *at = r.at;
+            Ok(run)
+        } else {
+            let k = u32::from(self.kind.saturating_sub(1));
+            read_rice(&self.bytes, self.end(), at, k, score, expected)
+        }
+    }
+
     /// Appends `run` (scored at or after the last run), closing the last.
     fn push(&mut self, run: Run) {
-        let closed = self.last;
         // Room for one more record (at most 31 bytes), grown by a quarter
         // rather than doubled: the open chunk's spare room is memory too.
         if self.bytes.capacity() - self.bytes.len() < 32 {
             self.bytes.reserve_exact((self.bytes.len() / 4).max(32));
         }
-        put_run(
-            &mut self.bytes,
-            &mut self.tail_score,
-            &mut self.tail_expected,
-            closed,
-        );
+        self.append(run);
+    }
+
+    /// As `push`, in whatever room the block has (growing it as a vector
+    /// grows when there is none).
+    fn append(&mut self, run: Run) {
+        let closed = self.last;
+        if self.kind == BYTES {
+            put_run(
+                &mut self.bytes,
+                &mut self.tail_score,
+                &mut self.tail_expected,
+                closed,
+            );
+        } else {
+            let k = u32::from(self.kind.saturating_sub(1));
+            let mut w = BitWriter {
+                out: &mut self.bytes,
+                pad: self.pad,
+            };
+            put_rice(
+                &mut w,
+                k,
+                &mut self.tail_score,
+                &mut self.tail_expected,
+                closed,
+            );
+            self.pad = w.pad;
+        }
         self.last = run;
         self.runs = self.runs.saturating_add(1);
         self.entries = self.entries.saturating_add(run.count);
@@ -222,14 +344,11 @@ impl Chunk {
     /// The first run, in order, for which `f` says true: the records are
     /// read one by one and no further (allocating nothing).
     fn find_run(&self, mut f: impl FnMut(Run) -> bool) -> Option<Run> {
-        let mut r = Reader {
-            bytes: &self.bytes,
-            at: self.start,
-        };
+        let (end, mut at) = (self.end(), self.start);
         let (mut score, mut expected) = (self.base_score, self.base_id);
         // The bytes are this code's own: a record always reads back.
-        while r.at < self.bytes.len() {
-            match read_run(&mut r, &mut score, &mut expected) {
+        while at < end {
+            match self.read(&mut at, &mut score, &mut expected) {
                 Ok(run) if f(run) => return Some(run),
                 Ok(_) => {}
                 Err(_) => break,
@@ -245,34 +364,41 @@ impl Chunk {
     /// the work stays proportional to what expires.
     fn trim_front(&mut self, cutoff_ms: i64) -> u64 {
         let mut removed = 0u64;
-        let mut r = Reader {
-            bytes: &self.bytes,
-            at: self.start,
-        };
+        let (end, mut at) = (self.end(), self.start);
         let (mut score, mut expected) = (self.base_score, self.base_id);
         loop {
-            if r.at >= r.bytes.len() {
+            if at >= end {
                 self.first_score = self.last.score;
                 break;
             }
-            let Ok(run) = read_run(&mut r, &mut score, &mut expected) else {
+            let Ok(run) = self.read(&mut at, &mut score, &mut expected) else {
                 break;
             };
             if run.score > cutoff_ms {
                 self.first_score = run.score;
                 break;
             }
-            self.start = r.at;
+            self.start = at;
             self.base_score = score;
             self.base_id = expected;
             self.runs = self.runs.saturating_sub(1);
             self.entries = self.entries.saturating_sub(run.count);
             removed = removed.saturating_add(run.count);
         }
-        let dead = self.start;
+        // Whole dead bytes (a Rice code keeps the bits of a partly live
+        // byte).
+        let dead = if self.kind == BYTES {
+            self.start
+        } else {
+            self.start / 8
+        };
         if dead > 0 && dead >= self.bytes.len().saturating_sub(dead) {
             self.bytes.drain(..dead);
-            self.start = 0;
+            self.start = if self.kind == BYTES {
+                0
+            } else {
+                self.start % 8
+            };
             if self.bytes.capacity() > 2 * self.bytes.len() + 16 {
                 self.bytes.shrink_to_fit();
             }
@@ -284,6 +410,260 @@ impl Chunk {
     fn may_hold(&self, id: i64) -> bool {
         self.min_id <= id && id <= self.max_id
     }
+}
+
+/// The kind that writes the records of `runs` (every run but the last,
+/// after the first's state) in the fewest bytes, and that size: the bytes
+/// of the encoding, or the best of four Rice parameters around the one a
+/// histogram of the single-entry records' gaps (by bit length) calls for.
+fn best_kind(runs: &[Run]) -> (u8, usize) {
+    let Some((&first, _)) = runs.split_first() else {
+        return (BYTES, 0);
+    };
+    let records = runs.get(..runs.len().saturating_sub(1)).unwrap_or(&[]);
+    // One walk for the byte size and the histogram of gaps.
+    let (mut score, mut expected) = (first.score, first.first);
+    let (mut byte_len, mut by_length, mut simple) = (0u64, [0u32; 65], false);
+    for r in records {
+        let gap = u64::try_from(r.score.saturating_sub(score)).unwrap_or(0);
+        byte_len = byte_len.saturating_add(run_bytes(r, gap, expected));
+        if r.first == expected && r.count == 1 {
+            let b = (64 - gap.leading_zeros()) as usize;
+            if let Some(n) = by_length.get_mut(b) {
+                *n = n.saturating_add(1);
+            }
+            simple = true;
+        }
+        score = r.score;
+        expected = r.last().saturating_add(1);
+    }
+    if !simple {
+        return (BYTES, byte_len as usize);
+    }
+    let centre = (0..=MAX_RICE_K)
+        .min_by_key(|&k| estimated_rice_bits(&by_length, k))
+        .unwrap_or(0);
+    let low = centre.saturating_sub(1);
+    let mut bits = [0u64; 4];
+    let (mut score, mut expected) = (first.score, first.first);
+    for r in records {
+        let gap = u64::try_from(r.score.saturating_sub(score)).unwrap_or(0);
+        for (i, b) in bits.iter_mut().enumerate() {
+            let k = (low + i as u32).min(MAX_RICE_K);
+            *b = b.saturating_add(rice_bits(r, gap, expected, k));
+        }
+        score = r.score;
+        expected = r.last().saturating_add(1);
+    }
+    let mut best = (BYTES, byte_len);
+    for (i, b) in bits.iter().enumerate() {
+        let k = (low + i as u32).min(MAX_RICE_K);
+        let len = b.div_ceil(8);
+        if len < best.1 {
+            best = (k as u8 + 1, len);
+        }
+    }
+    (best.0, best.1 as usize)
+}
+
+/// About twice the bits a Rice code of parameter `k` spends on gaps
+/// counted by bit length (`by_length[b]` gaps in `2^(b-1) .. 2^b`), each
+/// taken at its range's mean quotient.
+fn estimated_rice_bits(by_length: &[u32; 65], k: u32) -> u64 {
+    let mut total = 0u64;
+    for (b, &n) in (0u32..).zip(by_length.iter()) {
+        if n == 0 {
+            continue;
+        }
+        let twice = if b <= k {
+            2 * (u64::from(k) + 1)
+        } else if b - k > 4 {
+            // Quotients of ESC (16) and more: escaped.
+            2 * (u64::from(ESC) + 8 * (u64::from(b.div_ceil(7)) + 2))
+        } else {
+            // Quotients from 2^(b-1-k) to 2^(b-k) - 1: a mean of 1.5 *
+            // 2^(b-1-k) - 0.5.
+            3 * (1u64 << (b - 1 - k)) - 1 + 2 * (u64::from(k) + 1)
+        };
+        total = total.saturating_add(twice.saturating_mul(u64::from(n)));
+    }
+    total
+}
+
+/// The bytes [`put_run`] writes for `r`, `gap` ms after the state.
+fn run_bytes(r: &Run, gap: u64, expected: i64) -> u64 {
+    if r.first == expected && r.count == 1 && gap < 1 << 14 {
+        if gap < 1 << 7 {
+            1
+        } else {
+            2
+        }
+    } else {
+        1 + varint_len(gap)
+            + varint_len(zigzag(r.first.wrapping_sub(expected)))
+            + varint_len(r.count.saturating_sub(1))
+    }
+}
+
+/// The bits [`put_rice`] writes for `r`, `gap` ms after the state.
+fn rice_bits(r: &Run, gap: u64, expected: i64, k: u32) -> u64 {
+    let q = gap >> k;
+    if r.first == expected && r.count == 1 && q < u64::from(ESC) {
+        q + 1 + u64::from(k)
+    } else {
+        u64::from(ESC)
+            + 8 * (varint_len(gap)
+                + varint_len(zigzag(r.first.wrapping_sub(expected)))
+                + varint_len(r.count.saturating_sub(1)))
+    }
+}
+
+fn varint_len(v: u64) -> u64 {
+    u64::from((64 - v.leading_zeros()).max(1).div_ceil(7))
+}
+
+/// Appends bits, least significant first, to bytes whose last `pad` bits
+/// are free.
+struct BitWriter<'a> {
+    out: &'a mut Vec<u8>,
+    pad: u8,
+}
+
+impl BitWriter<'_> {
+    /// Appends the low `n` bits of `v` (`n` at most 57).
+    fn put(&mut self, v: u64, n: u32) {
+        let mut v = if n >= 64 { v } else { v & ((1u64 << n) - 1) };
+        let mut n = n;
+        if self.pad > 0 && n > 0 {
+            let used = 8 - u32::from(self.pad);
+            if let Some(last) = self.out.last_mut() {
+                *last |= (v << used) as u8;
+            }
+            let took = n.min(u32::from(self.pad));
+            v >>= took;
+            n -= took;
+            self.pad -= took as u8;
+        }
+        while n > 0 {
+            self.out.push(v as u8);
+            let took = n.min(8);
+            v >>= took;
+            n -= took;
+            self.pad = (8 - took) as u8;
+        }
+    }
+
+    fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.put(u64::from((v as u8) | 0x80), 8);
+            v >>= 7;
+        }
+        self.put(v, 8);
+    }
+}
+
+/// Writes one run's Rice record (parameter `k`) after the state (`score`,
+/// `expected`), and moves the state past it: a run of one entry under the
+/// expected member, `gap = q * 2^k + r` ms after the state with `q <
+/// ESC`, is `q` ones, a zero and the `k` bits of `r`; any other run is
+/// `ESC` ones and three varints (see [`ESC`]).
+fn put_rice(w: &mut BitWriter<'_>, k: u32, score: &mut i64, expected: &mut i64, r: Run) {
+    // Scores never decrease, so the gap is never negative.
+    let gap = u64::try_from(r.score.saturating_sub(*score)).unwrap_or(0);
+    let q = gap >> k;
+    if r.first == *expected && r.count == 1 && q < u64::from(ESC) {
+        let low = gap & ((1u64 << k) - 1);
+        // q ones, then a zero, then the remainder: at most 57 bits.
+        let code = ((1u64 << q) - 1) | (low << (q + 1));
+        w.put(code, q as u32 + 1 + k);
+    } else {
+        w.put((1u64 << ESC) - 1, ESC);
+        w.varint(gap);
+        w.varint(zigzag(r.first.wrapping_sub(*expected)));
+        w.varint(r.count.saturating_sub(1));
+    }
+    *score = r.score;
+    *expected = r.last().saturating_add(1);
+}
+
+/// The 57 or more bits of `bytes` from bit `at` on (zeros past the end).
+fn bits_at(bytes: &[u8], at: usize) -> u64 {
+    let i = at / 8;
+    let word = match bytes.get(i..i.saturating_add(8)) {
+        Some(b) => b.try_into().map(u64::from_le_bytes).unwrap_or(0),
+        None => {
+            let mut buf = [0u8; 8];
+            for (d, s) in buf.iter_mut().zip(bytes.get(i..).unwrap_or(&[])) {
+                *d = *s;
+            }
+            u64::from_le_bytes(buf)
+        }
+    };
+    word >> (at % 8)
+}
+
+/// Reads one Rice record (parameter `k`) at bit `at` of records ending at
+/// bit `end`, as [`read_run`] reads a byte record.
+fn read_rice(
+    bytes: &[u8],
+    end: usize,
+    at: &mut usize,
+    k: u32,
+    score: &mut i64,
+    expected: &mut i64,
+) -> Result<Run, DecodeError> {
+    let w = bits_at(bytes, *at);
+    let q = (!w).trailing_zeros();
+    let (gap, first, count) = if q < ESC {
+        let used = (q + 1 + k) as usize;
+        if at.saturating_add(used) > end {
+            return Err(DecodeError::Truncated);
+        }
+        let low = (w >> (q + 1)) & ((1u64 << k) - 1);
+        *at += used;
+        ((u64::from(q) << k) | low, *expected, 1)
+    } else {
+        let mut pos = at.saturating_add(ESC as usize);
+        let mut varint = || -> Result<u64, DecodeError> {
+            let mut v = 0u64;
+            for shift in (0..64).step_by(7) {
+                if pos.saturating_add(8) > end {
+                    return Err(DecodeError::Truncated);
+                }
+                let b = bits_at(bytes, pos) & 0xFF;
+                pos += 8;
+                let low = b & 0x7F;
+                if shift == 63 && low > 1 {
+                    return Err(DecodeError::Range);
+                }
+                v |= low << shift;
+                if b & 0x80 == 0 {
+                    return Ok(v);
+                }
+            }
+            Err(DecodeError::Range)
+        };
+        let gap = varint()?;
+        let delta = unzigzag(varint()?);
+        let count = varint()?.checked_add(1).ok_or(DecodeError::Range)?;
+        *at = pos;
+        let first = expected.checked_add(delta).ok_or(DecodeError::Range)?;
+        (gap, first, count)
+    };
+    let gap = i64::try_from(gap).map_err(|_| DecodeError::Range)?;
+    let next_score = score.checked_add(gap).ok_or(DecodeError::Range)?;
+    let span = i64::try_from(count.saturating_sub(1)).map_err(|_| DecodeError::Range)?;
+    let last = first.checked_add(span).ok_or(DecodeError::Range)?;
+    if first < 0 {
+        return Err(DecodeError::Range);
+    }
+    *score = next_score;
+    *expected = last.saturating_add(1);
+    Ok(Run {
+        score: next_score,
+        first,
+        count,
+    })
 }
 
 /// Writes one run's record after the state (`score`, `expected`), and
@@ -656,15 +1036,23 @@ impl Chunked {
                 }
                 Some(c) if (c.runs as usize) < CHUNK_RUNS => c.push(run),
                 _ => {
+                    // The full chunk is sealed; the new one is written in
+                    // the kind chosen for it (arrivals change slowly), and
+                    // sealed in its own turn.
+                    let mut kind = BYTES;
                     if let Some(c) = self.chunks.last_mut() {
-                        c.bytes.shrink_to_fit();
+                        c.seal();
+                        kind = c.kind;
                     }
                     // Grow by a quarter, not double: a small log keeps one
                     // chunk's room, a large one at most a quarter spare.
                     if self.chunks.len() == self.chunks.capacity() {
                         self.chunks.reserve_exact((self.chunks.len() / 4).max(1));
                     }
-                    self.chunks.push(Chunk::of(run));
+                    self.chunks.push(Chunk {
+                        kind,
+                        ..Chunk::of(run)
+                    });
                 }
             }
             return;
