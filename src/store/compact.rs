@@ -406,6 +406,93 @@ impl Chunk {
         removed
     }
 
+    /// Removes member `id` from the last run without writing the records
+    /// again (an UNDO of a recent entry, the usual one): false, changing
+    /// nothing, when the last run does not hold it or is the chunk's only
+    /// run.
+    fn remove_from_last(&mut self, id: i64) -> bool {
+        let run = self.last;
+        if !run.holds(id) || self.runs < 2 {
+            return false;
+        }
+        // `first <= id <= last`: neither difference can overflow.
+        let before = u64::try_from(id.saturating_sub(run.first)).unwrap_or(0);
+        let after = run.count.saturating_sub(before).saturating_sub(1);
+        let next = id.saturating_add(1);
+        match (before, after) {
+            (0, 0) => {
+                if !self.pop_record() {
+                    return false;
+                }
+            }
+            (0, _) => {
+                self.last = Run {
+                    first: next,
+                    count: after,
+                    ..run
+                }
+            }
+            (_, 0) => {
+                self.last = Run {
+                    count: before,
+                    ..run
+                }
+            }
+            _ => {
+                self.last = Run {
+                    count: before,
+                    ..run
+                };
+                self.push(Run {
+                    score: run.score,
+                    first: next,
+                    count: after,
+                });
+                // `push` counted the second part's entries again.
+                self.entries = self.entries.saturating_sub(after);
+            }
+        }
+        self.entries = self.entries.saturating_sub(1);
+        true
+    }
+
+    /// Makes the last record the open last run (the last run is gone):
+    /// the records are read to find where the last one starts, and cut
+    /// there. False, changing nothing, when there is no record.
+    fn pop_record(&mut self) -> bool {
+        let (end, mut at) = (self.end(), self.start);
+        let (mut score, mut expected) = (self.base_score, self.base_id);
+        let mut found = None;
+        while at < end {
+            let state = (at, score, expected);
+            match self.read(&mut at, &mut score, &mut expected) {
+                Ok(run) => found = Some((state, run)),
+                Err(_) => return false,
+            }
+        }
+        let Some(((at, score, expected), run)) = found else {
+            return false;
+        };
+        if self.kind == BYTES {
+            self.bytes.truncate(at);
+        } else {
+            self.bytes.truncate(at.div_ceil(8));
+            let used = (at % 8) as u32;
+            self.pad = 0;
+            if used > 0 {
+                if let Some(b) = self.bytes.last_mut() {
+                    *b &= (1u8 << used) - 1;
+                }
+                self.pad = (8 - used) as u8;
+            }
+        }
+        self.tail_score = score;
+        self.tail_expected = expected;
+        self.last = run;
+        self.runs = self.runs.saturating_sub(1);
+        true
+    }
+
     /// Whether member `id` may be in the chunk.
     fn may_hold(&self, id: i64) -> bool {
         self.min_id <= id && id <= self.max_id
@@ -944,7 +1031,15 @@ impl Chunked {
             return false;
         };
         if runs.is_empty() {
-            // Held by the chunk's last run.
+            // Held by the chunk's last run: taken out of it in place.
+            if self
+                .chunks
+                .get_mut(ci)
+                .is_some_and(|c| c.remove_from_last(id))
+            {
+                self.entries = self.entries.saturating_sub(1);
+                return true;
+            }
             runs = match self.chunks.get(ci) {
                 Some(c) => c.decode(),
                 None => return false,
