@@ -344,17 +344,44 @@ impl Chunk {
     /// The first run, in order, for which `f` says true: the records are
     /// read one by one and no further (allocating nothing).
     fn find_run(&self, mut f: impl FnMut(Run) -> bool) -> Option<Run> {
+        // One loop per kind: the kind is not asked again for each record.
+        let found = if self.kind == BYTES {
+            self.find_record(&mut f, |c, at, score, expected| {
+                let mut r = Reader {
+                    bytes: &c.bytes,
+                    at: *at,
+                };
+                let run = read_run(&mut r, score, expected);
+                *at = r.at;
+                run
+            })
+        } else {
+            let (k, end) = (u32::from(self.kind.saturating_sub(1)), self.end());
+            self.find_record(&mut f, |c, at, score, expected| {
+                read_rice(&c.bytes, end, at, k, score, expected)
+            })
+        };
+        found.or_else(|| f(self.last).then_some(self.last))
+    }
+
+    /// The first record for which `f` says true, each read by `read`.
+    #[inline(always)]
+    fn find_record(
+        &self,
+        f: &mut impl FnMut(Run) -> bool,
+        read: impl Fn(&Chunk, &mut usize, &mut i64, &mut i64) -> Result<Run, DecodeError>,
+    ) -> Option<Run> {
         let (end, mut at) = (self.end(), self.start);
         let (mut score, mut expected) = (self.base_score, self.base_id);
         // The bytes are this code's own: a record always reads back.
         while at < end {
-            match self.read(&mut at, &mut score, &mut expected) {
+            match read(self, &mut at, &mut score, &mut expected) {
                 Ok(run) if f(run) => return Some(run),
                 Ok(_) => {}
                 Err(_) => break,
             }
         }
-        f(self.last).then_some(self.last)
+        None
     }
 
     /// Removes the runs scored at or below `cutoff_ms` from the front, by
