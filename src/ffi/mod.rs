@@ -236,36 +236,49 @@ pub enum Word {
 /// The most words [`replicate_words`] takes.
 pub const MAX_WORDS: usize = 12;
 
-/// Writes `v` in decimal into `buf`, NUL-terminated (20 digits and a sign
-/// at most: 24 bytes suffice).
-fn decimal(v: i64, buf: &mut [u8; 24]) {
-    let mut digits = [0u8; 20];
-    let mut n = 0usize;
+/// The two-digit decimal forms of 0 to 99, back to back.
+const PAIRS: &[u8; 200] = b"00010203040506070809\
+10111213141516171819\
+20212223242526272829\
+30313233343536373839\
+40414243444546474849\
+50515253545556575859\
+60616263646566676869\
+70717273747576777879\
+80818283848586878889\
+90919293949596979899";
+
+/// Writes `v` in decimal at the end of `buf`, NUL-terminated (20 digits
+/// and a sign at most: 22 bytes of the 24), two digits a step; returns
+/// where the text starts.
+fn decimal(v: i64, buf: &mut [u8; 24]) -> usize {
+    let mut at = buf.len() - 1;
+    buf[at] = 0;
     let mut m = v.unsigned_abs();
-    loop {
-        if let Some(d) = digits.get_mut(n) {
-            *d = b'0' + (m % 10) as u8;
+    let mut put = |at: &mut usize, pair: u64| {
+        // `pair` < 100 and `at` >= 3 here (at most 10 pairs from 23), so
+        // both lookups always succeed.
+        let p = (pair as usize) * 2;
+        *at -= 2;
+        if let (Some(to), Some(from)) = (buf.get_mut(*at..*at + 2), PAIRS.get(p..p + 2)) {
+            to.copy_from_slice(from);
         }
-        n += 1;
-        m /= 10;
-        if m == 0 || n >= digits.len() {
-            break;
-        }
+    };
+    while m >= 100 {
+        put(&mut at, m % 100);
+        m /= 100;
     }
-    let mut at = 0usize;
+    if m >= 10 {
+        put(&mut at, m);
+    } else {
+        at -= 1;
+        buf[at] = b'0' + m as u8;
+    }
     if v < 0 {
-        buf[0] = b'-';
-        at = 1;
+        at -= 1;
+        buf[at] = b'-';
     }
-    for i in (0..n).rev() {
-        if let (Some(slot), Some(d)) = (buf.get_mut(at), digits.get(i)) {
-            *slot = *d;
-        }
-        at += 1;
-    }
-    if let Some(end) = buf.get_mut(at) {
-        *end = 0;
-    }
+    at
 }
 
 thread_local! {
@@ -333,8 +346,8 @@ pub fn replicate_words(
                 None => (b'c', t.as_ptr()),
             },
             Word::Int(v) => {
-                decimal(v, buf);
-                (b'c', buf.as_ptr().cast())
+                let start = decimal(v, buf);
+                (b'c', buf.get(start..).unwrap_or(&[0]).as_ptr().cast())
             }
         };
     }
@@ -691,10 +704,26 @@ mod tests {
 
     #[test]
     fn decimals_are_written_nul_terminated() {
-        for v in [0i64, 7, -7, 10, 1_796_000_000_000, i64::MAX, i64::MIN, -1] {
+        for v in [
+            0i64,
+            7,
+            -7,
+            9,
+            10,
+            99,
+            100,
+            101,
+            -100,
+            999,
+            1000,
+            1_796_000_000_000,
+            i64::MAX,
+            i64::MIN,
+            -1,
+        ] {
             let mut buf = [0xAAu8; 24];
-            decimal(v, &mut buf);
-            let text = CStr::from_bytes_until_nul(&buf).expect("a NUL");
+            let start = decimal(v, &mut buf);
+            let text = CStr::from_bytes_until_nul(&buf[start..]).expect("a NUL");
             assert_eq!(text.to_str().expect("ASCII"), v.to_string());
         }
     }
