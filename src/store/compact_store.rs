@@ -136,16 +136,11 @@ impl<'c> CompactStore<'c> {
 
     /// The log for a change, created in the key when it is missing.
     fn log_mut(&mut self) -> Result<&mut CompactLog, StoreError> {
-        let key = self
+        let log = self
             .key
             .as_mut()
-            .ok_or(StoreError::Failed("writing a read-only key"))?;
-        if !key.holds(&LOG_TYPE)? {
-            key.set_value(&LOG_TYPE, CompactLog::new())?;
-        }
-        let log = key
-            .value_mut(&LOG_TYPE)?
-            .ok_or(StoreError::Failed("reading the compact log"))?;
+            .ok_or(StoreError::Failed("writing a read-only key"))?
+            .value_or_insert_with(&LOG_TYPE, CompactLog::new)?;
         log.expand();
         Ok(log)
     }
@@ -276,10 +271,15 @@ impl WindowLog for CompactStore<'_> {
     type Error = StoreError;
 
     fn trim(&mut self, cutoff_ms: i64) -> Result<u64, StoreError> {
-        if self.log()?.is_none() {
+        let log = match self.key.as_mut() {
+            Some(key) => key.value_mut(&LOG_TYPE)?,
+            None => None,
+        };
+        let Some(log) = log else {
             return Ok(0);
-        }
-        let removed = self.log_mut()?.trim(cutoff_ms)?;
+        };
+        log.expand();
+        let removed = log.trim(cutoff_ms)?;
         if removed > 0 {
             self.trimmed = true;
             let c = self.effect.trim.map_or(cutoff_ms, |t| t.max(cutoff_ms));

@@ -250,6 +250,27 @@ impl Key<'_> {
         Ok(unsafe { get(self.raw()).cast::<T>().as_mut() })
     }
 
+    /// The value of type `ty` the key holds, for changing in place; when it
+    /// holds none (the key is missing), `make()` stored first. One type
+    /// check, not one before and one after.
+    pub fn value_or_insert_with<T: TypeValue>(
+        &mut self,
+        ty: &ModuleType<T>,
+        make: impl FnOnce() -> T,
+    ) -> Result<&mut T, StoreError> {
+        if !self.holds(ty)? {
+            self.set_value(ty, make())?;
+        }
+        let get = api!(RedisModule_ModuleTypeGetValue)?;
+        // SAFETY: the key holds a value of `ty` (checked, or just stored by
+        // a successful `set_value`, with nothing run in between), the one
+        // type made for `T`: the pointer is a live `Box<T>` owned by the
+        // server; the key is borrowed mutably for as long as the reference
+        // lives.
+        unsafe { get(self.raw()).cast::<T>().as_mut() }
+            .ok_or(StoreError::Failed("reading the compact log"))
+    }
+
     /// Stores `value` as the key's value of type `ty` (the key must be
     /// open for writing; an existing value is freed by the server).
     pub fn set_value<T: TypeValue>(
