@@ -229,7 +229,11 @@ impl<'a> Propagate<'a> {
 /// A word of a command propagated by [`replicate_words`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Word {
+    /// An integer seldom sent twice: formatted on the stack each time.
     Int(i64),
+    /// An integer that calls close in time repeat (a time, a count): sent
+    /// as a kept server string when one holds it.
+    Repeated(i64),
     Text(&'static CStr),
 }
 
@@ -314,11 +318,100 @@ fn keyword(text: &'static CStr) -> Option<*mut raw::RedisModuleString> {
         .flatten()
 }
 
+/// How many integer strings [`replicate_words`] keeps.
+const KEPT_INTS: usize = 8;
+
+/// A kept server string of an integer; `string` null: an empty slot.
+#[derive(Clone, Copy)]
+struct KeptInt {
+    value: i64,
+    string: *mut raw::RedisModuleString,
+    /// When it was last sent (a count of lookups), for replacing the
+    /// least recently sent.
+    used: u64,
+}
+
+struct KeptInts {
+    slots: [KeptInt; KEPT_INTS],
+    clock: u64,
+}
+
+thread_local! {
+    /// The server strings of the last few repeated integers sent (the
+    /// call's time, its expiry, a count), made with no context and kept,
+    /// as the keywords are: calls in the same millisecond send the same
+    /// ones, and the server takes a reference to a kept string where it
+    /// would make (and later free) a new one from a C string.
+    static KEPT: std::cell::RefCell<KeptInts> = const {
+        std::cell::RefCell::new(KeptInts {
+            slots: [KeptInt { value: 0, string: std::ptr::null_mut(), used: 0 }; KEPT_INTS],
+            clock: 0,
+        })
+    };
+}
+
+/// The kept server string of `v`, found or made from its decimal `text`;
+/// a string it replaces goes to `evicted`, for the caller to free after
+/// the call that may still send it. `None`: not kept (then sent as text).
+fn kept_int(
+    v: i64,
+    text: impl FnOnce() -> Option<(*const std::os::raw::c_char, usize)>,
+    evicted: &mut *mut raw::RedisModuleString,
+) -> Option<*mut raw::RedisModuleString> {
+    KEPT.try_with(|k| {
+        let mut k = k.try_borrow_mut().ok()?;
+        k.clock = k.clock.wrapping_add(1);
+        let now = k.clock;
+        if let Some(slot) = k
+            .slots
+            .iter_mut()
+            .find(|s| !s.string.is_null() && s.value == v)
+        {
+            slot.used = now;
+            return Some(slot.string);
+        }
+        let create = api!(RedisModule_CreateString).ok()?;
+        let (ptr, len) = text()?;
+        // SAFETY: a NULL context is allowed (the string is then owned by the
+        // caller, here until it is replaced); `ptr` holds `len` readable
+        // bytes for the call and the server copies them.
+        let s = unsafe { create(std::ptr::null_mut(), ptr, len) };
+        if s.is_null() {
+            return None;
+        }
+        let slot = k.slots.iter_mut().min_by_key(|s| s.used)?;
+        *evicted = slot.string;
+        *slot = KeptInt {
+            value: v,
+            string: s,
+            used: now,
+        };
+        Some(s)
+    })
+    .ok()
+    .flatten()
+}
+
+/// Drops the module's reference to strings [`kept_int`] replaced.
+fn free_evicted(evicted: &[*mut raw::RedisModuleString]) {
+    let Ok(free) = api!(RedisModule_FreeString) else {
+        return;
+    };
+    for &s in evicted.iter().filter(|s| !s.is_null()) {
+        // SAFETY: `s` was made with no context by `kept_int` and is no
+        // longer in its table: this is the one release of the module's
+        // reference (the server holds its own, if it still needs it).
+        unsafe { free(std::ptr::null_mut(), s) };
+    }
+}
+
 /// Propagates `command key word...` (at most [`MAX_WORDS`] words) with one
 /// `RedisModule_Replicate` and no string objects of the module's but the
-/// kept keywords: a keyword goes as its kept server string (format `s`:
-/// the server takes a reference), an integer as a C string from the stack
-/// (format `c`: the server makes its one object). More words: `Failed`.
+/// kept keywords and integers: a keyword goes as its kept server string
+/// (format `s`: the server takes a reference), a repeated integer as its
+/// kept string when one is kept or can be made, any other integer as a C
+/// string from the stack (format `c`: the server makes its one object).
+/// More words: `Failed`.
 pub fn replicate_words(
     ctx: &Context,
     command: &CStr,
@@ -334,10 +427,14 @@ pub fn replicate_words(
     fmt[0] = b's';
     let mut bufs = [[0u8; 24]; MAX_WORDS];
     let mut p = [std::ptr::null::<std::os::raw::c_char>(); MAX_WORDS];
+    let mut evicted = [std::ptr::null_mut::<raw::RedisModuleString>(); MAX_WORDS];
     for (i, w) in words.iter().enumerate() {
-        let (Some(letter), Some(slot), Some(buf)) =
-            (fmt.get_mut(i + 1), p.get_mut(i), bufs.get_mut(i))
-        else {
+        let (Some(letter), Some(slot), Some(buf), Some(old)) = (
+            fmt.get_mut(i + 1),
+            p.get_mut(i),
+            bufs.get_mut(i),
+            evicted.get_mut(i),
+        ) else {
             return Err(StoreError::Failed("replicating (too many words)"));
         };
         (*letter, *slot) = match *w {
@@ -348,6 +445,20 @@ pub fn replicate_words(
             Word::Int(v) => {
                 let start = decimal(v, buf);
                 (b'c', buf.get(start..).unwrap_or(&[0]).as_ptr().cast())
+            }
+            Word::Repeated(v) => {
+                let text = || {
+                    let start = decimal(v, buf);
+                    let digits = buf.get(start..buf.len() - 1)?;
+                    Some((digits.as_ptr().cast(), digits.len()))
+                };
+                match kept_int(v, text, old) {
+                    Some(s) => (b's', s.cast_const().cast()),
+                    None => {
+                        let start = decimal(v, buf);
+                        (b'c', buf.get(start..).unwrap_or(&[0]).as_ptr().cast())
+                    }
+                }
             }
         };
     }
@@ -363,7 +474,9 @@ pub fn replicate_words(
     // SAFETY: the live command context; `fmt` is "s" then one letter per
     // word, NUL-terminated, and exactly that many arguments follow it: the
     // key (a live string), then per word a pointer: for `s` a kept server
-    // string (live for the process), for `c` a NUL-terminated C string
+    // string (a keyword, live for the process, or an integer, whose
+    // reference is released only after this call, even when it was
+    // replaced meanwhile: `evicted`), for `c` a NUL-terminated C string
     // (static words, or `bufs`, alive until after the call). Both are read
     // as pointers (`void *`, `char *`), which a `char` pointer may be
     // passed as. The server copies the C strings and references the others.
@@ -387,6 +500,8 @@ pub fn replicate_words(
         };
         r
     };
+    // The server holds its own references to what it keeps.
+    free_evicted(&evicted);
     status(replicated, "replicating")
 }
 

@@ -227,6 +227,7 @@ impl<'c> CompactStore<'c> {
                 *w = match *t {
                     Token::Word(text) => Word::Text(text),
                     Token::Int(v) => Word::Int(v),
+                    Token::Repeated(v) => Word::Repeated(v),
                 };
             }
             return crate::ffi::replicate_words(
