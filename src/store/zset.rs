@@ -208,13 +208,13 @@ impl<'c> Key<'c> {
 
 impl Key<'_> {
     /// The server's handle of the module type of the value, when the key
-    /// holds a module value.
+    /// holds a module value. The server checks the key's type itself
+    /// (documented: null for an empty key or one not of a module type), so
+    /// no `RedisModule_KeyType` call comes first.
     fn module_type(&self) -> Result<Option<*mut raw::RedisModuleType>, StoreError> {
-        if self.raw_kind()? != raw::REDISMODULE_KEYTYPE_MODULE {
-            return Ok(None);
-        }
         let get_type = api!(RedisModule_ModuleTypeGetType)?;
-        // SAFETY: the handle is open and holds a module value.
+        // SAFETY: the handle is open; the server returns null unless it
+        // holds a module value.
         let t = unsafe { get_type(self.raw()) };
         Ok((!t.is_null()).then_some(t))
     }
