@@ -229,43 +229,60 @@ impl<'a> Propagate<'a> {
 /// A word of a command propagated by [`replicate_words`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Word {
+    /// An integer seldom sent twice: formatted on the stack each time.
     Int(i64),
+    /// An integer that calls close in time repeat (a time, a count): sent
+    /// as a kept server string when one holds it.
+    Repeated(i64),
     Text(&'static CStr),
 }
 
 /// The most words [`replicate_words`] takes.
 pub const MAX_WORDS: usize = 12;
 
-/// Writes `v` in decimal into `buf`, NUL-terminated (20 digits and a sign
-/// at most: 24 bytes suffice).
-fn decimal(v: i64, buf: &mut [u8; 24]) {
-    let mut digits = [0u8; 20];
-    let mut n = 0usize;
+/// The two-digit decimal forms of 0 to 99, back to back.
+const PAIRS: &[u8; 200] = b"00010203040506070809\
+10111213141516171819\
+20212223242526272829\
+30313233343536373839\
+40414243444546474849\
+50515253545556575859\
+60616263646566676869\
+70717273747576777879\
+80818283848586878889\
+90919293949596979899";
+
+/// Writes `v` in decimal at the end of `buf`, NUL-terminated (20 digits
+/// and a sign at most: 22 bytes of the 24), two digits a step; returns
+/// where the text starts.
+fn decimal(v: i64, buf: &mut [u8; 24]) -> usize {
+    let mut at = buf.len() - 1;
+    buf[at] = 0;
     let mut m = v.unsigned_abs();
-    loop {
-        if let Some(d) = digits.get_mut(n) {
-            *d = b'0' + (m % 10) as u8;
+    let mut put = |at: &mut usize, pair: u64| {
+        // `pair` < 100 and `at` >= 3 here (at most 10 pairs from 23), so
+        // both lookups always succeed.
+        let p = (pair as usize) * 2;
+        *at -= 2;
+        if let (Some(to), Some(from)) = (buf.get_mut(*at..*at + 2), PAIRS.get(p..p + 2)) {
+            to.copy_from_slice(from);
         }
-        n += 1;
-        m /= 10;
-        if m == 0 || n >= digits.len() {
-            break;
-        }
+    };
+    while m >= 100 {
+        put(&mut at, m % 100);
+        m /= 100;
     }
-    let mut at = 0usize;
+    if m >= 10 {
+        put(&mut at, m);
+    } else {
+        at -= 1;
+        buf[at] = b'0' + m as u8;
+    }
     if v < 0 {
-        buf[0] = b'-';
-        at = 1;
+        at -= 1;
+        buf[at] = b'-';
     }
-    for i in (0..n).rev() {
-        if let (Some(slot), Some(d)) = (buf.get_mut(at), digits.get(i)) {
-            *slot = *d;
-        }
-        at += 1;
-    }
-    if let Some(end) = buf.get_mut(at) {
-        *end = 0;
-    }
+    at
 }
 
 thread_local! {
@@ -301,11 +318,100 @@ fn keyword(text: &'static CStr) -> Option<*mut raw::RedisModuleString> {
         .flatten()
 }
 
+/// How many integer strings [`replicate_words`] keeps.
+const KEPT_INTS: usize = 8;
+
+/// A kept server string of an integer; `string` null: an empty slot.
+#[derive(Clone, Copy)]
+struct KeptInt {
+    value: i64,
+    string: *mut raw::RedisModuleString,
+    /// When it was last sent (a count of lookups), for replacing the
+    /// least recently sent.
+    used: u64,
+}
+
+struct KeptInts {
+    slots: [KeptInt; KEPT_INTS],
+    clock: u64,
+}
+
+thread_local! {
+    /// The server strings of the last few repeated integers sent (the
+    /// call's time, its expiry, a count), made with no context and kept,
+    /// as the keywords are: calls in the same millisecond send the same
+    /// ones, and the server takes a reference to a kept string where it
+    /// would make (and later free) a new one from a C string.
+    static KEPT: std::cell::RefCell<KeptInts> = const {
+        std::cell::RefCell::new(KeptInts {
+            slots: [KeptInt { value: 0, string: std::ptr::null_mut(), used: 0 }; KEPT_INTS],
+            clock: 0,
+        })
+    };
+}
+
+/// The kept server string of `v`, found or made from its decimal `text`;
+/// a string it replaces goes to `evicted`, for the caller to free after
+/// the call that may still send it. `None`: not kept (then sent as text).
+fn kept_int(
+    v: i64,
+    text: impl FnOnce() -> Option<(*const std::os::raw::c_char, usize)>,
+    evicted: &mut *mut raw::RedisModuleString,
+) -> Option<*mut raw::RedisModuleString> {
+    KEPT.try_with(|k| {
+        let mut k = k.try_borrow_mut().ok()?;
+        k.clock = k.clock.wrapping_add(1);
+        let now = k.clock;
+        if let Some(slot) = k
+            .slots
+            .iter_mut()
+            .find(|s| !s.string.is_null() && s.value == v)
+        {
+            slot.used = now;
+            return Some(slot.string);
+        }
+        let create = api!(RedisModule_CreateString).ok()?;
+        let (ptr, len) = text()?;
+        // SAFETY: a NULL context is allowed (the string is then owned by the
+        // caller, here until it is replaced); `ptr` holds `len` readable
+        // bytes for the call and the server copies them.
+        let s = unsafe { create(std::ptr::null_mut(), ptr, len) };
+        if s.is_null() {
+            return None;
+        }
+        let slot = k.slots.iter_mut().min_by_key(|s| s.used)?;
+        *evicted = slot.string;
+        *slot = KeptInt {
+            value: v,
+            string: s,
+            used: now,
+        };
+        Some(s)
+    })
+    .ok()
+    .flatten()
+}
+
+/// Drops the module's reference to strings [`kept_int`] replaced.
+fn free_evicted(evicted: &[*mut raw::RedisModuleString]) {
+    let Ok(free) = api!(RedisModule_FreeString) else {
+        return;
+    };
+    for &s in evicted.iter().filter(|s| !s.is_null()) {
+        // SAFETY: `s` was made with no context by `kept_int` and is no
+        // longer in its table: this is the one release of the module's
+        // reference (the server holds its own, if it still needs it).
+        unsafe { free(std::ptr::null_mut(), s) };
+    }
+}
+
 /// Propagates `command key word...` (at most [`MAX_WORDS`] words) with one
 /// `RedisModule_Replicate` and no string objects of the module's but the
-/// kept keywords: a keyword goes as its kept server string (format `s`:
-/// the server takes a reference), an integer as a C string from the stack
-/// (format `c`: the server makes its one object). More words: `Failed`.
+/// kept keywords and integers: a keyword goes as its kept server string
+/// (format `s`: the server takes a reference), a repeated integer as its
+/// kept string when one is kept or can be made, any other integer as a C
+/// string from the stack (format `c`: the server makes its one object).
+/// More words: `Failed`.
 pub fn replicate_words(
     ctx: &Context,
     command: &CStr,
@@ -321,10 +427,14 @@ pub fn replicate_words(
     fmt[0] = b's';
     let mut bufs = [[0u8; 24]; MAX_WORDS];
     let mut p = [std::ptr::null::<std::os::raw::c_char>(); MAX_WORDS];
+    let mut evicted = [std::ptr::null_mut::<raw::RedisModuleString>(); MAX_WORDS];
     for (i, w) in words.iter().enumerate() {
-        let (Some(letter), Some(slot), Some(buf)) =
-            (fmt.get_mut(i + 1), p.get_mut(i), bufs.get_mut(i))
-        else {
+        let (Some(letter), Some(slot), Some(buf), Some(old)) = (
+            fmt.get_mut(i + 1),
+            p.get_mut(i),
+            bufs.get_mut(i),
+            evicted.get_mut(i),
+        ) else {
             return Err(StoreError::Failed("replicating (too many words)"));
         };
         (*letter, *slot) = match *w {
@@ -333,8 +443,22 @@ pub fn replicate_words(
                 None => (b'c', t.as_ptr()),
             },
             Word::Int(v) => {
-                decimal(v, buf);
-                (b'c', buf.as_ptr().cast())
+                let start = decimal(v, buf);
+                (b'c', buf.get(start..).unwrap_or(&[0]).as_ptr().cast())
+            }
+            Word::Repeated(v) => {
+                let text = || {
+                    let start = decimal(v, buf);
+                    let digits = buf.get(start..buf.len() - 1)?;
+                    Some((digits.as_ptr().cast(), digits.len()))
+                };
+                match kept_int(v, text, old) {
+                    Some(s) => (b's', s.cast_const().cast()),
+                    None => {
+                        let start = decimal(v, buf);
+                        (b'c', buf.get(start..).unwrap_or(&[0]).as_ptr().cast())
+                    }
+                }
             }
         };
     }
@@ -350,7 +474,9 @@ pub fn replicate_words(
     // SAFETY: the live command context; `fmt` is "s" then one letter per
     // word, NUL-terminated, and exactly that many arguments follow it: the
     // key (a live string), then per word a pointer: for `s` a kept server
-    // string (live for the process), for `c` a NUL-terminated C string
+    // string (a keyword, live for the process, or an integer, whose
+    // reference is released only after this call, even when it was
+    // replaced meanwhile: `evicted`), for `c` a NUL-terminated C string
     // (static words, or `bufs`, alive until after the call). Both are read
     // as pointers (`void *`, `char *`), which a `char` pointer may be
     // passed as. The server copies the C strings and references the others.
@@ -374,6 +500,8 @@ pub fn replicate_words(
         };
         r
     };
+    // The server holds its own references to what it keeps.
+    free_evicted(&evicted);
     status(replicated, "replicating")
 }
 
@@ -691,10 +819,26 @@ mod tests {
 
     #[test]
     fn decimals_are_written_nul_terminated() {
-        for v in [0i64, 7, -7, 10, 1_796_000_000_000, i64::MAX, i64::MIN, -1] {
+        for v in [
+            0i64,
+            7,
+            -7,
+            9,
+            10,
+            99,
+            100,
+            101,
+            -100,
+            999,
+            1000,
+            1_796_000_000_000,
+            i64::MAX,
+            i64::MIN,
+            -1,
+        ] {
             let mut buf = [0xAAu8; 24];
-            decimal(v, &mut buf);
-            let text = CStr::from_bytes_until_nul(&buf).expect("a NUL");
+            let start = decimal(v, &mut buf);
+            let text = CStr::from_bytes_until_nul(&buf[start..]).expect("a NUL");
             assert_eq!(text.to_str().expect("ASCII"), v.to_string());
         }
     }

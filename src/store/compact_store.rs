@@ -19,7 +19,7 @@ use redis_module::{raw, Context};
 use crate::ffi::module_type::{ModuleType, TypeValue};
 use crate::ffi::{Arg, ModuleString, Propagate, StoreError, Word, MAX_WORDS};
 use crate::relocate::Relocate;
-use crate::store::compact::CompactLog;
+use crate::store::compact::{CompactLog, Run};
 use crate::store::effect::{Effect, Token};
 use crate::store::zset::Key;
 use crate::window::{NoFreeMember, WindowLog};
@@ -72,6 +72,28 @@ impl TypeValue for CompactLog {
     }
 }
 
+thread_local! {
+    /// The runs vector of the last call's effect, emptied, for the next
+    /// call's: recording an add then allocates nothing. Commands run on
+    /// one thread.
+    static SPARE_RUNS: std::cell::Cell<Vec<Run>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// An empty runs vector, the kept one when there is one.
+fn spare_runs() -> Vec<Run> {
+    SPARE_RUNS
+        .try_with(std::cell::Cell::take)
+        .unwrap_or_default()
+}
+
+/// Keeps `runs` (emptied) for the next call, unless it grew large.
+fn keep_runs(mut runs: Vec<Run>) {
+    if runs.capacity() <= 16 {
+        runs.clear();
+        let _ = SPARE_RUNS.try_with(|s| s.set(runs));
+    }
+}
+
 /// The compact log in one key, for one call.
 pub struct CompactStore<'c> {
     ctx: &'c Context,
@@ -95,7 +117,10 @@ impl<'c> CompactStore<'c> {
             ctx,
             name,
             key,
-            effect: Effect::default(),
+            effect: Effect {
+                add: spare_runs(),
+                ..Effect::default()
+            },
             trimmed: false,
             replicate: true,
         }
@@ -111,16 +136,11 @@ impl<'c> CompactStore<'c> {
 
     /// The log for a change, created in the key when it is missing.
     fn log_mut(&mut self) -> Result<&mut CompactLog, StoreError> {
-        let key = self
+        let log = self
             .key
             .as_mut()
-            .ok_or(StoreError::Failed("writing a read-only key"))?;
-        if !key.holds(&LOG_TYPE)? {
-            key.set_value(&LOG_TYPE, CompactLog::new())?;
-        }
-        let log = key
-            .value_mut(&LOG_TYPE)?
-            .ok_or(StoreError::Failed("reading the compact log"))?;
+            .ok_or(StoreError::Failed("writing a read-only key"))?
+            .value_or_insert_with(&LOG_TYPE, CompactLog::new)?;
         log.expand();
         Ok(log)
     }
@@ -168,15 +188,15 @@ impl<'c> CompactStore<'c> {
         if self.effect.is_empty() {
             return Ok(());
         }
-        let effect = std::mem::take(&mut self.effect);
         let emptied = self.log()?.is_some_and(|l| l.count_entries() == 0);
         if emptied {
             if let Some(key) = self.key.as_mut() {
                 key.delete()?;
             }
         }
+        let effect = &self.effect;
         if self.replicate {
-            self.propagate(&effect)?;
+            self.propagate(effect)?;
         }
         if self.trimmed {
             self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore");
@@ -207,6 +227,7 @@ impl<'c> CompactStore<'c> {
                 *w = match *t {
                     Token::Word(text) => Word::Text(text),
                     Token::Int(v) => Word::Int(v),
+                    Token::Repeated(v) => Word::Repeated(v),
                 };
             }
             return crate::ffi::replicate_words(
@@ -237,6 +258,7 @@ impl Drop for CompactStore<'_> {
         // What changed is data on this node: replicate it even when the
         // call failed after changing it. Nothing is left to report to.
         let _ = self.finish();
+        keep_runs(std::mem::take(&mut self.effect.add));
         // The log, held as chunks for this call, back to its resting form.
         if let Some(key) = self.key.as_mut() {
             if let Ok(Some(log)) = key.value_mut(&LOG_TYPE) {
@@ -250,10 +272,15 @@ impl WindowLog for CompactStore<'_> {
     type Error = StoreError;
 
     fn trim(&mut self, cutoff_ms: i64) -> Result<u64, StoreError> {
-        if self.log()?.is_none() {
+        let log = match self.key.as_mut() {
+            Some(key) => key.value_mut(&LOG_TYPE)?,
+            None => None,
+        };
+        let Some(log) = log else {
             return Ok(0);
-        }
-        let removed = self.log_mut()?.trim(cutoff_ms)?;
+        };
+        log.expand();
+        let removed = log.trim(cutoff_ms)?;
         if removed > 0 {
             self.trimmed = true;
             let c = self.effect.trim.map_or(cutoff_ms, |t| t.max(cutoff_ms));

@@ -24,7 +24,10 @@ use crate::store::compact::{CompactLog, Run, MAX_ENTRIES, MAX_SCORE};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Token {
     Word(&'static std::ffi::CStr),
+    /// An integer seldom seen twice (a member id).
     Int(i64),
+    /// An integer that calls close in time repeat (a time, a count).
+    Repeated(i64),
 }
 
 /// One effect, parsed.
@@ -209,7 +212,7 @@ impl Effect {
         };
         if let Some(c) = self.trim {
             push(Token::Word(c"TRIM"))?;
-            push(Token::Int(c))?;
+            push(Token::Repeated(c))?;
         }
         for &id in &self.remove {
             push(Token::Word(c"REMOVE"))?;
@@ -217,13 +220,13 @@ impl Effect {
         }
         for r in &self.add {
             push(Token::Word(c"ADD"))?;
-            push(Token::Int(r.score))?;
+            push(Token::Repeated(r.score))?;
             push(Token::Int(r.first))?;
-            push(Token::Int(i64::try_from(r.count).unwrap_or(i64::MAX)))?;
+            push(Token::Repeated(i64::try_from(r.count).unwrap_or(i64::MAX)))?;
         }
         if let Some(at) = self.expire_at {
             push(Token::Word(c"PXAT"))?;
-            push(Token::Int(at))?;
+            push(Token::Repeated(at))?;
         }
         Some(n)
     }

@@ -208,13 +208,13 @@ impl<'c> Key<'c> {
 
 impl Key<'_> {
     /// The server's handle of the module type of the value, when the key
-    /// holds a module value.
+    /// holds a module value. The server checks the key's type itself
+    /// (documented: null for an empty key or one not of a module type), so
+    /// no `RedisModule_KeyType` call comes first.
     fn module_type(&self) -> Result<Option<*mut raw::RedisModuleType>, StoreError> {
-        if self.raw_kind()? != raw::REDISMODULE_KEYTYPE_MODULE {
-            return Ok(None);
-        }
         let get_type = api!(RedisModule_ModuleTypeGetType)?;
-        // SAFETY: the handle is open and holds a module value.
+        // SAFETY: the handle is open; the server returns null unless it
+        // holds a module value.
         let t = unsafe { get_type(self.raw()) };
         Ok((!t.is_null()).then_some(t))
     }
@@ -248,6 +248,27 @@ impl Key<'_> {
         // SAFETY: as in `value`; the key is borrowed mutably for as long as
         // the reference lives, so nothing else reaches the value meanwhile.
         Ok(unsafe { get(self.raw()).cast::<T>().as_mut() })
+    }
+
+    /// The value of type `ty` the key holds, for changing in place; when it
+    /// holds none (the key is missing), `make()` stored first. One type
+    /// check, not one before and one after.
+    pub fn value_or_insert_with<T: TypeValue>(
+        &mut self,
+        ty: &ModuleType<T>,
+        make: impl FnOnce() -> T,
+    ) -> Result<&mut T, StoreError> {
+        if !self.holds(ty)? {
+            self.set_value(ty, make())?;
+        }
+        let get = api!(RedisModule_ModuleTypeGetValue)?;
+        // SAFETY: the key holds a value of `ty` (checked, or just stored by
+        // a successful `set_value`, with nothing run in between), the one
+        // type made for `T`: the pointer is a live `Box<T>` owned by the
+        // server; the key is borrowed mutably for as long as the reference
+        // lives.
+        unsafe { get(self.raw()).cast::<T>().as_mut() }
+            .ok_or(StoreError::Failed("reading the compact log"))
     }
 
     /// Stores `value` as the key's value of type `ty` (the key must be
