@@ -764,20 +764,7 @@ fn read_rice(
         let first = expected.checked_add(delta).ok_or(DecodeError::Range)?;
         (gap, first, count)
     };
-    let gap = i64::try_from(gap).map_err(|_| DecodeError::Range)?;
-    let next_score = score.checked_add(gap).ok_or(DecodeError::Range)?;
-    let span = i64::try_from(count.saturating_sub(1)).map_err(|_| DecodeError::Range)?;
-    let last = first.checked_add(span).ok_or(DecodeError::Range)?;
-    if first < 0 {
-        return Err(DecodeError::Range);
-    }
-    *score = next_score;
-    *expected = last.saturating_add(1);
-    Ok(Run {
-        score: next_score,
-        first,
-        count,
-    })
+    next_run(gap, first, count, score, expected)
 }
 
 /// Writes one run's record after the state (`score`, `expected`), and
@@ -819,6 +806,18 @@ fn read_run(r: &mut Reader<'_>, score: &mut i64, expected: &mut i64) -> Result<R
         }
         _ => return Err(DecodeError::Invalid),
     };
+    next_run(gap, first, count, score, expected)
+}
+
+/// The run a record read (its gap after the state, first member, count),
+/// checked, with the state (`score`, `expected`) moved past it.
+fn next_run(
+    gap: u64,
+    first: i64,
+    count: u64,
+    score: &mut i64,
+    expected: &mut i64,
+) -> Result<Run, DecodeError> {
     let gap = i64::try_from(gap).map_err(|_| DecodeError::Range)?;
     let next_score = score.checked_add(gap).ok_or(DecodeError::Range)?;
     let span = i64::try_from(count.saturating_sub(1)).map_err(|_| DecodeError::Range)?;
