@@ -27,6 +27,8 @@ use std::cell::RefCell;
 use crate::relocate::Relocate;
 use crate::window::{NoFreeMember, WindowLog};
 
+mod small;
+
 /// `count` entries scored `score` under members `first .. first + count`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Run {
@@ -769,7 +771,7 @@ fn read_rice(
 
 /// Writes one run's record after the state (`score`, `expected`), and
 /// moves the state past it.
-fn put_run(out: &mut Vec<u8>, score: &mut i64, expected: &mut i64, r: Run) {
+fn put_run(out: &mut impl Sink, score: &mut i64, expected: &mut i64, r: Run) {
     // Scores never decrease, so the gap is never negative.
     let gap = u64::try_from(r.score.saturating_sub(*score)).unwrap_or(0);
     if r.first == *expected && r.count == 1 && gap < 1 << 7 {
@@ -1338,6 +1340,9 @@ pub struct CompactLog {
     /// anything changed since (if not, `settle` puts the same bytes back).
     was_small: bool,
     dirty: bool,
+    /// While a small log is held in its small form (changed in place, see
+    /// `small.rs`): what its bytes hold. `None` otherwise.
+    small: Option<small::Summary>,
 }
 
 impl Default for CompactLog {
@@ -1347,6 +1352,7 @@ impl Default for CompactLog {
             held: false,
             was_small: false,
             dirty: false,
+            small: None,
         }
     }
 }
@@ -1484,6 +1490,7 @@ impl CompactLog {
     /// Runs `f` on the log as chunks, then keeps it in the form its size
     /// calls for.
     fn edit<R>(&mut self, f: impl FnOnce(&mut Chunked) -> R) -> R {
+        self.promote();
         self.dirty = true;
         match &mut self.repr {
             Repr::Large(c) => {
@@ -1511,24 +1518,56 @@ impl CompactLog {
         }
     }
 
-    /// Holds the log as chunks until `settle` (a small log is decoded once
-    /// for the whole command instead of once a question, into the spare
-    /// chunked log: its own bytes, so without the checks of `decode`).
+    /// Holds the log for a command until `settle`: a small log in its small
+    /// form with its summary read once (the common changes are made on the
+    /// bytes, see `small.rs`; anything else promotes it to chunks), a large
+    /// one as it is.
     pub fn expand(&mut self) {
         if self.held {
             return;
         }
         self.was_small = false;
+        self.dirty = false;
+        self.held = true;
+        if let Repr::Small(b) = &mut self.repr {
+            self.was_small = true;
+            if b.is_empty() {
+                // A new log: the form of an empty one, in a block the
+                // first call's entry and expiry fit in.
+                let mut fresh = Vec::with_capacity(32);
+                fresh.extend_from_slice(&[VERSION, 0, 0]);
+                *b = fresh;
+                self.dirty = true;
+            }
+            self.small = small::scan(b);
+            if self.small.is_none() {
+                self.promote();
+            }
+        }
+    }
+
+    /// A small log held in its small form, held as chunks from now on
+    /// (decoded into the spare chunked log: its own bytes, so without the
+    /// checks of `decode`). Anything it changed stays changed.
+    fn promote(&mut self) {
+        if self.small.take().is_none() {
+            return;
+        }
         if let Repr::Small(b) = &mut self.repr {
             let small = std::mem::take(b);
             let mut c = spare_chunked();
             c.decode_own(&small);
             c.stash = small;
             self.repr = Repr::Large(c);
-            self.was_small = true;
         }
-        self.held = true;
-        self.dirty = false;
+    }
+
+    /// The summary and bytes of a small log held in its small form.
+    fn held_small(&mut self) -> Option<(&mut Vec<u8>, &mut small::Summary)> {
+        match (&mut self.repr, self.small.as_mut()) {
+            (Repr::Small(b), Some(s)) => Some((b, s)),
+            _ => None,
+        }
     }
 
     /// Ends `expand`: a log small enough goes back to its small form (the
@@ -1536,6 +1575,18 @@ impl CompactLog {
     /// become the spare.
     pub fn settle(&mut self) {
         if !std::mem::replace(&mut self.held, false) {
+            return;
+        }
+        if let Some(s) = self.small.take() {
+            // As the chunked path leaves it: no bytes for a blank log, and
+            // a block of at most the rounded length.
+            if let Repr::Small(b) = &mut self.repr {
+                if small::is_blank(&s) {
+                    *b = Vec::new();
+                } else if self.dirty && b.capacity() > rounded(b.len()) {
+                    b.shrink_to(rounded(b.len()));
+                }
+            }
             return;
         }
         let Repr::Large(c) = &mut self.repr else {
@@ -1562,11 +1613,20 @@ impl CompactLog {
 
     /// The number of entries.
     pub fn count_entries(&self) -> u64 {
-        self.view().count_entries()
+        match (&self.repr, &self.small) {
+            (Repr::Small(_), Some(s)) => s.entries,
+            _ => self.view().count_entries(),
+        }
     }
 
     /// Sets the expiry the encoding carries.
     pub fn set_expiry(&mut self, at_ms: i64) {
+        if let Some((b, s)) = self.held_small() {
+            if small::set_expiry(b, s, at_ms).is_some() {
+                self.dirty = true;
+                return;
+            }
+        }
         self.edit(|c| c.set_expiry(at_ms))
     }
 
@@ -1582,6 +1642,7 @@ impl CompactLog {
 
     /// Removes member `id` (SLIDEWIN.UNDO); returns whether it was there.
     pub fn remove(&mut self, id: i64) -> bool {
+        self.promote();
         if !self.view().holds_above(id, i64::MIN) {
             return false;
         }
@@ -1684,6 +1745,14 @@ impl WindowLog for CompactLog {
     type Error = NoFreeMember;
 
     fn trim(&mut self, cutoff_ms: i64) -> Result<u64, Self::Error> {
+        if let Some((b, s)) = self.held_small() {
+            if let Some(removed) = small::trim(b, s, cutoff_ms) {
+                if removed > 0 {
+                    self.dirty = true;
+                }
+                return Ok(removed);
+            }
+        }
         // Nothing to trim: no rewrite.
         if self.view().oldest_score().is_none_or(|s| s > cutoff_ms) {
             return Ok(0);
@@ -1695,36 +1764,57 @@ impl WindowLog for CompactLog {
         Ok(self.count_entries())
     }
 
+    // The queries of DETAIL, PEEK and UNDO read the chunks: a small log
+    // held in its small form is promoted once for the rest of the command.
     fn count_above(&mut self, cutoff_ms: i64) -> Result<u64, Self::Error> {
+        self.promote();
         self.view().count_above(cutoff_ms)
     }
 
     fn nth_above(&mut self, cutoff_ms: i64, k: u64, n: u64) -> Result<Option<f64>, Self::Error> {
+        self.promote();
         self.view().nth_above(cutoff_ms, k, n)
     }
 
     fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, Self::Error> {
+        self.promote();
         self.view().newest_above(min_ms)
     }
 
     fn newest_entry(&mut self) -> Result<Option<(f64, Option<i64>)>, Self::Error> {
+        if let Some(newest) = self.small.as_ref().and_then(small::newest_entry) {
+            return Ok(newest);
+        }
+        self.promote();
         self.view().newest_entry()
     }
 
     fn has_member(&mut self, id: i64) -> Result<bool, Self::Error> {
+        self.promote();
         Ok(self.view().holds_above(id, i64::MIN))
     }
 
     fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, Self::Error> {
         // A clock outside 0 ..= 2^53 ms cannot be stored (no such clock).
-        if id < 0 || !(0..=MAX_SCORE).contains(&now_ms) || self.view().holds_above(id, i64::MIN) {
+        if id < 0 || !(0..=MAX_SCORE).contains(&now_ms) {
+            return Ok(false);
+        }
+        if let Some((b, s)) = self.held_small() {
+            if small::add(b, s, now_ms, id).is_some() {
+                self.dirty = true;
+                return Ok(true);
+            }
+        }
+        self.promote();
+        if self.view().holds_above(id, i64::MIN) {
             return Ok(false);
         }
         self.edit(|c| c.add(now_ms, id))
     }
 
     fn expire_at(&mut self, at_ms: i64) -> Result<(), Self::Error> {
-        self.edit(|c| c.expire_at(at_ms))
+        self.set_expiry(at_ms);
+        Ok(())
     }
 }
 
@@ -1865,11 +1955,6 @@ impl Chunked {
         });
         Ok(true)
     }
-
-    fn expire_at(&mut self, at_ms: i64) -> Result<(), NoFreeMember> {
-        self.expire_at_ms = Some(at_ms);
-        Ok(())
-    }
 }
 
 fn zigzag(v: i64) -> u64 {
@@ -1880,7 +1965,18 @@ fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+/// Where bytes are written: a block, or a few bytes on the stack.
+trait Sink {
+    fn push(&mut self, b: u8);
+}
+
+impl Sink for Vec<u8> {
+    fn push(&mut self, b: u8) {
+        Vec::push(self, b);
+    }
+}
+
+fn put_varint(out: &mut impl Sink, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;

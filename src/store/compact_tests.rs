@@ -189,6 +189,13 @@ proptest! {
                 // What a save and a load would carry: the same log back.
                 let bytes = compact[l].encode();
                 prop_assert_eq!(&CompactLog::decode(&bytes).unwrap(), &compact[l]);
+                // The small form, however it was changed, is the canonical
+                // encoding of its runs.
+                if let Repr::Small(b) = &compact[l].repr {
+                    if !b.is_empty() {
+                        prop_assert_eq!(b, &Chunked::decode(b).unwrap().encode());
+                    }
+                }
             }
         }
     }
@@ -654,4 +661,126 @@ fn a_sealed_chunk_of_poisson_arrivals_takes_a_rice_code() {
         assert!(per_run < bytes);
         assert_eq!(c.decode(), runs);
     }
+}
+
+/// A change or question on a small log, for the in-place path against the
+/// chunks: the values are picked against the log as it is when the op runs.
+#[derive(Debug, Clone)]
+enum SmallOp {
+    /// Trim at the score of the run `pick` (mod runs) plus `delta`.
+    Trim(usize, i64),
+    /// Add at the newest score plus `dt`, member the greatest plus `did`.
+    Add(i64, i64),
+    Expire(i64),
+    Newest,
+    Count,
+}
+
+fn small_op() -> impl Strategy<Value = SmallOp> {
+    prop_oneof![
+        2 => (any::<usize>(), prop_oneof![Just(0i64), Just(-1), Just(1), Just(i64::MIN / 2), Just(i64::MAX / 2)])
+            .prop_map(|(p, d)| SmallOp::Trim(p, d)),
+        5 => (prop_oneof![4 => Just(0i64), 4 => 1..200i64, 1 => 16_000..17_000i64, 1 => -50..0i64],
+              prop_oneof![6 => Just(1i64), 1 => 2..4i64, 1 => -3..1i64])
+            .prop_map(|(dt, did)| SmallOp::Add(dt, did)),
+        2 => prop_oneof![0..100i64, 1_796_000_000_000..1_796_000_100_000i64, Just(-1i64), Just(i64::MAX), Just(i64::MIN)]
+            .prop_map(SmallOp::Expire),
+        1 => Just(SmallOp::Newest),
+        1 => Just(SmallOp::Count),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// The small form changed in place (`small.rs`) answers and ends as the
+    /// same log promoted to chunks does, byte for byte, and its block is
+    /// never larger than the chunked path would give it.
+    #[test]
+    fn the_small_form_changes_in_place_as_the_chunks_do(
+        runs in chunk_runs(),
+        keep in 0..14usize,
+        expiry in proptest::option::of(0..1_796_000_000_000i64),
+        ops in proptest::collection::vec(small_op(), 1..14),
+    ) {
+        let runs: Vec<Run> = runs.into_iter().take(keep).collect();
+        let start = CompactLog {
+            repr: Repr::Small(Chunked::from_runs(&runs, expiry).encode()),
+            ..CompactLog::default()
+        };
+        let (mut fast, mut slow) = (start.clone(), start);
+        fast.expand();
+        prop_assert!(fast.small.is_some(), "a small form is held in place");
+        slow.expand();
+        slow.promote();
+        let mut changed = false;
+        for op in ops {
+            let now = slow.runs();
+            match op {
+                SmallOp::Trim(pick, delta) => {
+                    let base = if now.is_empty() { 0 } else { now[pick % now.len()].score };
+                    let cut = base.saturating_add(delta);
+                    let (a, b) = (fast.trim(cut).unwrap(), slow.trim(cut).unwrap());
+                    prop_assert_eq!(a, b);
+                    changed |= a > 0;
+                }
+                SmallOp::Add(dt, did) => {
+                    let newest = now.iter().map(|r| r.score).max().unwrap_or(1_000);
+                    let greatest = now.iter().map(|r| r.last()).max().unwrap_or(0);
+                    let (at, id) = (newest.saturating_add(dt).max(0), greatest.saturating_add(did));
+                    let (a, b) = (fast.add(at, id).unwrap(), slow.add(at, id).unwrap());
+                    prop_assert_eq!(a, b);
+                    changed |= a;
+                }
+                SmallOp::Expire(at) => {
+                    fast.expire_at(at).unwrap();
+                    slow.expire_at(at).unwrap();
+                    changed = true;
+                }
+                SmallOp::Newest => prop_assert_eq!(fast.newest_entry().unwrap(), slow.newest_entry().unwrap()),
+                SmallOp::Count => prop_assert_eq!(fast.count().unwrap(), slow.count().unwrap()),
+            }
+            prop_assert_eq!(fast.count_entries(), slow.count_entries());
+        }
+        let in_place = fast.small.is_some();
+        fast.settle();
+        slow.settle();
+        prop_assert_eq!(fast.runs(), slow.runs());
+        prop_assert_eq!(fast.expire_at_ms(), slow.expire_at_ms());
+        prop_assert_eq!(fast.encode(), slow.encode());
+        if let (true, Repr::Small(a), Repr::Small(b)) = (in_place, &fast.repr, &slow.repr) {
+            prop_assert_eq!(a, b);
+            if changed {
+                prop_assert!(a.capacity() <= rounded(a.len()).max(b.capacity()),
+                    "block {} for {} bytes (chunked path: {})", a.capacity(), a.len(), b.capacity());
+            }
+        }
+    }
+}
+
+/// The in-place path is the one a command on a small log takes: expanded,
+/// trimmed, added to and given an expiry, it never became chunks.
+#[test]
+fn a_check_on_a_small_log_stays_in_its_small_form() {
+    let mut log = CompactLog::new();
+    let rule = Rule::new(5, 60_000);
+    for i in 0..4i64 {
+        log.expand();
+        let v = window::check(
+            &mut log,
+            1_796_000_000_000 + i * 30_000,
+            &rule,
+            Want::default(),
+        )
+        .unwrap();
+        assert!(v.allowed);
+        assert!(log.small.is_some(), "call {i} left the small form");
+        log.settle();
+    }
+    // The first two entries have left the window of the fourth call.
+    assert_eq!(log.count_entries(), 2);
+    assert_eq!(
+        log.encode(),
+        Chunked::decode(&log.encode()).unwrap().encode()
+    );
 }
