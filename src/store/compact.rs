@@ -1580,10 +1580,10 @@ impl CompactLog {
         if let Some(s) = self.small.take() {
             // As the chunked path leaves it: no bytes for a blank log, and
             // a block of at most the rounded length.
-            if let Repr::Small(b) = &mut self.repr {
+            if let (Repr::Small(b), true) = (&mut self.repr, self.dirty) {
                 if small::is_blank(&s) {
                     *b = Vec::new();
-                } else if self.dirty && b.capacity() > rounded(b.len()) {
+                } else if b.capacity() > rounded(b.len()) {
                     b.shrink_to(rounded(b.len()));
                 }
             }

@@ -83,7 +83,8 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Summary> {
     let expires = match r.byte().ok()? {
         0 => false,
         1 => {
-            r.varint().ok()?;
+            // Only its length matters here: stepped over, not decoded.
+            while r.byte().ok()? & 0x80 != 0 {}
             true
         }
         _ => return None,
@@ -123,7 +124,23 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Summary> {
     for i in 0..runs {
         let at = r.at;
         let state = (score, expected);
-        let run = read_run(&mut r, &mut score, &mut expected).ok()?;
+        // The one-byte record (a single entry under the expected member,
+        // less than 128 ms after the previous) read here; others as the
+        // decoder reads them.
+        let run = match bytes.get(at) {
+            Some(&gap) if gap < 0x80 && expected < i64::MAX => {
+                r.at = at + 1;
+                score = score.checked_add(i64::from(gap))?;
+                let run = Run {
+                    score,
+                    first: expected,
+                    count: 1,
+                };
+                expected += 1;
+                run
+            }
+            _ => read_run(&mut r, &mut score, &mut expected).ok()?,
+        };
         if i > 0 {
             prev_score = Some(s.last.score);
         }
@@ -298,6 +315,20 @@ fn varint_len(v: u64) -> usize {
 
 /// Sets the expiry.
 pub(super) fn set_expiry(bytes: &mut Vec<u8>, s: &mut Summary, at_ms: i64) -> Option<()> {
+    // Usually the new expiry takes as many bytes as the old one: written
+    // over it.
+    let v = zigzag(at_ms);
+    let len = varint_len(v);
+    if s.expires && s.n_at == len + 2 {
+        let field = bytes.get_mut(2..2 + len)?;
+        let mut rest = v;
+        for (i, b) in field.iter_mut().enumerate() {
+            let more = if i + 1 < len { 0x80 } else { 0 };
+            *b = (rest as u8 & 0x7F) | more;
+            rest >>= 7;
+        }
+        return Some(());
+    }
     let mut field = Stack::new();
     field.push(1);
     put_varint(&mut field, zigzag(at_ms));
