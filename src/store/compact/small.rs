@@ -12,7 +12,9 @@
 //! run before them, so a trim rewrites the header and the first kept
 //! record only, an append writes one record, a join rewrites the last.
 
-use super::{put_run, put_varint, read_run, rounded, unzigzag, zigzag, Reader, Run, Sink};
+use super::{
+    put_run, put_varint, read_run, rounded, unzigzag, varint_len, zigzag, Reader, Run, Sink,
+};
 use super::{MAX_SCORE, SMALL_RUNS, VERSION};
 
 /// The most runs a summary is read for (a small form holds at most
@@ -238,7 +240,7 @@ pub(super) fn newest_entry(s: &Summary) -> Option<Option<(f64, Option<i64>)>> {
 /// Adds member `id` scored `now_ms` after every run, extending the last run
 /// when it continues it; `None`: not done here (a score before the newest,
 /// a member not above every other, a log that would outgrow the small
-/// form), nothing changed. The caller checked `id` and `now_ms` are valid.
+/// form, an id or score no log may hold), nothing changed.
 pub(super) fn add(bytes: &mut Vec<u8>, s: &mut Summary, now_ms: i64, id: i64) -> Option<()> {
     if id < 0 || !(0..=MAX_SCORE).contains(&now_ms) {
         return None;
@@ -286,7 +288,7 @@ pub(super) fn add(bytes: &mut Vec<u8>, s: &mut Summary, now_ms: i64, id: i64) ->
         put_varint(&mut n, s.runs + 1);
         // Only the count's own bytes are replaced (the first score
         // follows them).
-        let n_len = varint_len(s.runs);
+        let n_len = usize::try_from(varint_len(s.runs)).ok()?;
         replace(bytes, s.n_at, n_len, n.bytes())?;
         let shift = n.bytes().len() as isize - n_len as isize;
         s.rec_at = s.rec_at.checked_add_signed(shift)?;
@@ -302,33 +304,9 @@ pub(super) fn add(bytes: &mut Vec<u8>, s: &mut Summary, now_ms: i64, id: i64) ->
     Some(())
 }
 
-/// The bytes of `v` as a varint.
-fn varint_len(v: u64) -> usize {
-    let mut n = 1;
-    let mut v = v >> 7;
-    while v > 0 {
-        n += 1;
-        v >>= 7;
-    }
-    n
-}
-
 /// Sets the expiry.
 pub(super) fn set_expiry(bytes: &mut Vec<u8>, s: &mut Summary, at_ms: i64) -> Option<()> {
-    // Usually the new expiry takes as many bytes as the old one: written
-    // over it.
-    let v = zigzag(at_ms);
-    let len = varint_len(v);
-    if s.expires && s.n_at == len + 2 {
-        let field = bytes.get_mut(2..2 + len)?;
-        let mut rest = v;
-        for (i, b) in field.iter_mut().enumerate() {
-            let more = if i + 1 < len { 0x80 } else { 0 };
-            *b = (rest as u8 & 0x7F) | more;
-            rest >>= 7;
-        }
-        return Some(());
-    }
+    // Usually as many bytes as the old one: `replace` writes over it.
     let mut field = Stack::new();
     field.push(1);
     put_varint(&mut field, zigzag(at_ms));
