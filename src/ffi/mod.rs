@@ -229,7 +229,8 @@ impl<'a> Propagate<'a> {
 /// A word of a command propagated by [`replicate_words`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Word {
-    /// An integer seldom sent twice: formatted on the stack each time.
+    /// An integer seldom sent twice: formatted on the stack each time,
+    /// unless it is small (below 1,024: a kept string, made once).
     Int(i64),
     /// An integer that calls close in time repeat (a time, a count): sent
     /// as a kept server string when one holds it.
@@ -392,6 +393,55 @@ fn kept_int(
     .flatten()
 }
 
+/// Integers below this are sent as strings made once and kept for the
+/// life of the process ([`small_int`]), as the server keeps its shared
+/// integers: member ids count up from 1 in every key and a call's count
+/// is mostly 1, so these repeat across keys, where the few slots of
+/// [`kept_int`] would keep replacing one another.
+const SMALL_INTS: usize = 1024;
+
+thread_local! {
+    /// The server strings of the integers `0..SMALL_INTS` sent so far
+    /// (null: not made yet), made with no context and never freed: at
+    /// most `SMALL_INTS` strings of a few bytes each.
+    static SMALL: std::cell::RefCell<Vec<*mut raw::RedisModuleString>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The kept server string of `v` when `0 <= v < SMALL_INTS`, made on first
+/// use from its decimal `text`; `None` for any other value (or when the
+/// server cannot make one).
+fn small_int(
+    v: i64,
+    text: impl FnOnce() -> Option<(*const std::os::raw::c_char, usize)>,
+) -> Option<*mut raw::RedisModuleString> {
+    let i = usize::try_from(v).ok().filter(|&i| i < SMALL_INTS)?;
+    SMALL
+        .try_with(|t| {
+            let mut t = t.try_borrow_mut().ok()?;
+            if t.is_empty() {
+                t.resize(SMALL_INTS, std::ptr::null_mut());
+            }
+            let slot = t.get_mut(i)?;
+            if slot.is_null() {
+                let create = api!(RedisModule_CreateString).ok()?;
+                let (ptr, len) = text()?;
+                // SAFETY: a NULL context is allowed (the string is then
+                // owned by the caller, here for the life of the process);
+                // `ptr` holds `len` readable bytes for the call and the
+                // server copies them.
+                let s = unsafe { create(std::ptr::null_mut(), ptr, len) };
+                if s.is_null() {
+                    return None;
+                }
+                *slot = s;
+            }
+            Some(*slot)
+        })
+        .ok()
+        .flatten()
+}
+
 /// Drops the module's reference to strings [`kept_int`] replaced.
 fn free_evicted(evicted: &[*mut raw::RedisModuleString]) {
     let Ok(free) = api!(RedisModule_FreeString) else {
@@ -408,9 +458,10 @@ fn free_evicted(evicted: &[*mut raw::RedisModuleString]) {
 /// Propagates `command key word...` (at most [`MAX_WORDS`] words) with one
 /// `RedisModule_Replicate` and no string objects of the module's but the
 /// kept keywords and integers: a keyword goes as its kept server string
-/// (format `s`: the server takes a reference), a repeated integer as its
-/// kept string when one is kept or can be made, any other integer as a C
-/// string from the stack (format `c`: the server makes its one object).
+/// (format `s`: the server takes a reference), so does a small integer, a
+/// repeated integer as its kept string when one is kept or can be made,
+/// any other integer as a C string from the stack (format `c`: the server
+/// makes its one object).
 /// More words: `Failed`.
 pub fn replicate_words(
     ctx: &Context,
@@ -442,6 +493,20 @@ pub fn replicate_words(
                 Some(s) => (b's', s.cast_const().cast()),
                 None => (b'c', t.as_ptr()),
             },
+            Word::Int(v) | Word::Repeated(v) if (0..SMALL_INTS as i64).contains(&v) => {
+                let text = || {
+                    let start = decimal(v, buf);
+                    let digits = buf.get(start..buf.len() - 1)?;
+                    Some((digits.as_ptr().cast(), digits.len()))
+                };
+                match small_int(v, text) {
+                    Some(s) => (b's', s.cast_const().cast()),
+                    None => {
+                        let start = decimal(v, buf);
+                        (b'c', buf.get(start..).unwrap_or(&[0]).as_ptr().cast())
+                    }
+                }
+            }
             Word::Int(v) => {
                 let start = decimal(v, buf);
                 (b'c', buf.get(start..).unwrap_or(&[0]).as_ptr().cast())
@@ -474,9 +539,9 @@ pub fn replicate_words(
     // SAFETY: the live command context; `fmt` is "s" then one letter per
     // word, NUL-terminated, and exactly that many arguments follow it: the
     // key (a live string), then per word a pointer: for `s` a kept server
-    // string (a keyword, live for the process, or an integer, whose
-    // reference is released only after this call, even when it was
-    // replaced meanwhile: `evicted`), for `c` a NUL-terminated C string
+    // string (a keyword or a small integer, live for the process, or
+    // another integer, whose reference is released only after this call,
+    // even when it was replaced meanwhile: `evicted`), for `c` a NUL-terminated C string
     // (static words, or `bufs`, alive until after the call). Both are read
     // as pointers (`void *`, `char *`), which a `char` pointer may be
     // passed as. The server copies the C strings and references the others.

@@ -11,7 +11,7 @@
 //! and reported as an error instead of unwrapped.
 
 use std::marker::PhantomData;
-use std::os::raw::c_int;
+use std::os::raw::{c_int, c_void};
 use std::ptr::NonNull;
 
 use redis_module::{raw, Context};
@@ -27,10 +27,20 @@ pub enum KeyKind {
     Other,
 }
 
+/// A module value a key holds: its type's server handle and its pointer.
+type ModuleValue = (NonNull<raw::RedisModuleType>, NonNull<c_void>);
+
 /// An open key handle, closed on drop. Borrowing the context for `'c` keeps
 /// the handle from outliving the command that opened it.
 pub struct Key<'c> {
     ptr: NonNull<raw::RedisModuleKey>,
+    /// The module value the key holds and its type, once read: a command
+    /// reaches the compact log several times (trim, count, add, expiry,
+    /// settle), and each reading was a type check and a value lookup of the
+    /// server's. Only this handle's own `set_value` and `delete` change
+    /// what the key holds while it is open (the server's handle keeps its
+    /// value object the same way); both update it.
+    module: std::cell::Cell<Option<ModuleValue>>,
     _ctx: PhantomData<&'c Context>,
 }
 
@@ -100,6 +110,7 @@ impl<'c> Key<'c> {
         Ok(
             NonNull::new(ptr.cast::<raw::RedisModuleKey>()).map(|ptr| Key {
                 ptr,
+                module: std::cell::Cell::new(None),
                 _ctx: PhantomData,
             }),
         )
@@ -207,33 +218,57 @@ impl<'c> Key<'c> {
 }
 
 impl Key<'_> {
-    /// The server's handle of the module type of the value, when the key
-    /// holds a module value. The server checks the key's type itself
-    /// (documented: null for an empty key or one not of a module type), so
-    /// no `RedisModule_KeyType` call comes first.
-    fn module_type(&self) -> Result<Option<*mut raw::RedisModuleType>, StoreError> {
+    /// The module value the key holds and its type's server handle, when it
+    /// holds one: read from the server once, then from the handle's cache.
+    /// The server checks the key's type itself (documented: a null type for
+    /// an empty key or one not of a module type), so no
+    /// `RedisModule_KeyType` call comes first.
+    fn module_value(&self) -> Result<Option<ModuleValue>, StoreError> {
+        if let Some(cached) = self.module.get() {
+            return Ok(Some(cached));
+        }
         let get_type = api!(RedisModule_ModuleTypeGetType)?;
         // SAFETY: the handle is open; the server returns null unless it
         // holds a module value.
-        let t = unsafe { get_type(self.raw()) };
-        Ok((!t.is_null()).then_some(t))
+        let Some(t) = NonNull::new(unsafe { get_type(self.raw()) }) else {
+            return Ok(None);
+        };
+        let get = api!(RedisModule_ModuleTypeGetValue)?;
+        // SAFETY: the handle is open and holds a module value (its type is
+        // not null): the server returns that value's pointer.
+        let Some(v) = NonNull::new(unsafe { get(self.raw()) }) else {
+            return Ok(None);
+        };
+        self.module.set(Some((t, v)));
+        Ok(Some((t, v)))
+    }
+
+    /// The value pointer when the key holds a value of the registered type
+    /// `ty`.
+    fn value_of<T: TypeValue>(&self, ty: &ModuleType<T>) -> Result<Option<NonNull<T>>, StoreError> {
+        let Some(handle) = ty.handle() else {
+            return Ok(None);
+        };
+        Ok(self
+            .module_value()?
+            .filter(|(t, _)| t.as_ptr() == handle)
+            .map(|(_, v)| v.cast::<T>()))
     }
 
     /// Whether the key holds a value of the registered type `ty`.
     pub fn holds<T: TypeValue>(&self, ty: &ModuleType<T>) -> Result<bool, StoreError> {
-        Ok(ty.handle().is_some() && self.module_type()? == ty.handle())
+        Ok(self.value_of(ty)?.is_some())
     }
 
     /// The value of type `ty` the key holds, if it holds one.
     pub fn value<T: TypeValue>(&self, ty: &ModuleType<T>) -> Result<Option<&T>, StoreError> {
-        if !self.holds(ty)? {
-            return Ok(None);
-        }
-        let get = api!(RedisModule_ModuleTypeGetValue)?;
         // SAFETY: the key holds a value of `ty`, the one type made for `T`,
-        // so the pointer is a live `Box<T>` owned by the server; the
-        // reference borrows the key, which keeps the value alive.
-        Ok(unsafe { get(self.raw()).cast::<T>().as_ref() })
+        // so the pointer is a live `Box<T>` owned by the server (read from
+        // it, or kept since, and only this handle's `set_value` or `delete`
+        // replaces it, both of which borrow the key mutably and update the
+        // cache); the reference borrows the key, which keeps the value
+        // alive.
+        Ok(self.value_of(ty)?.map(|v| unsafe { v.as_ref() }))
     }
 
     /// The value of type `ty` the key holds, for changing in place.
@@ -241,13 +276,9 @@ impl Key<'_> {
         &mut self,
         ty: &ModuleType<T>,
     ) -> Result<Option<&mut T>, StoreError> {
-        if !self.holds(ty)? {
-            return Ok(None);
-        }
-        let get = api!(RedisModule_ModuleTypeGetValue)?;
         // SAFETY: as in `value`; the key is borrowed mutably for as long as
         // the reference lives, so nothing else reaches the value meanwhile.
-        Ok(unsafe { get(self.raw()).cast::<T>().as_mut() })
+        Ok(self.value_of(ty)?.map(|mut v| unsafe { v.as_mut() }))
     }
 
     /// The value of type `ty` the key holds, for changing in place; when it
@@ -261,13 +292,7 @@ impl Key<'_> {
         if !self.holds(ty)? {
             self.set_value(ty, make())?;
         }
-        let get = api!(RedisModule_ModuleTypeGetValue)?;
-        // SAFETY: the key holds a value of `ty` (checked, or just stored by
-        // a successful `set_value`, with nothing run in between), the one
-        // type made for `T`: the pointer is a live `Box<T>` owned by the
-        // server; the key is borrowed mutably for as long as the reference
-        // lives.
-        unsafe { get(self.raw()).cast::<T>().as_mut() }
+        self.value_mut(ty)?
             .ok_or(StoreError::Failed("reading the compact log"))
     }
 
@@ -283,6 +308,8 @@ impl Key<'_> {
             .handle()
             .ok_or(StoreError::Failed("the compact log type is not registered"))?;
         let ptr = ModuleType::<T>::into_raw(value);
+        // Whatever the key held is gone or about to be: read it again.
+        self.module.set(None);
         // SAFETY: an open write handle, a registered type and a pointer the
         // server takes ownership of on success.
         let status = unsafe { set(self.raw(), handle, ptr) };
@@ -297,6 +324,7 @@ impl Key<'_> {
     /// Deletes the key (its value is freed by the server).
     pub fn delete(&mut self) -> Result<(), StoreError> {
         let delete = api!(RedisModule_DeleteKey)?;
+        self.module.set(None);
         // SAFETY: an open write handle.
         ok_status(unsafe { delete(self.raw()) }, "deleting the key")
     }
