@@ -183,12 +183,11 @@ impl<'c> CompactStore<'c> {
     }
 
     /// Propagates the call's effect, fires its events, signals the key and
-    /// deletes a log left empty.
-    fn finish(&mut self) -> Result<(), StoreError> {
+    /// deletes the log when the call `emptied` it.
+    fn finish(&mut self, emptied: bool) -> Result<(), StoreError> {
         if self.effect.is_empty() {
             return Ok(());
         }
-        let emptied = self.log()?.is_some_and(|l| l.count_entries() == 0);
         if emptied {
             if let Some(key) = self.key.as_mut() {
                 key.delete()?;
@@ -255,16 +254,24 @@ impl<'c> CompactStore<'c> {
 
 impl Drop for CompactStore<'_> {
     fn drop(&mut self) {
-        // What changed is data on this node: replicate it even when the
-        // call failed after changing it. Nothing is left to report to.
-        let _ = self.finish();
-        keep_runs(std::mem::take(&mut self.effect.add));
-        // The log, held as chunks for this call, back to its resting form.
+        // Whether the call emptied the log (read while it is held: its
+        // summary counts), then the log, held as chunks for this call, back
+        // to its resting form, all before `finish` fires the events, which
+        // may run other modules' code: nothing reads the log after them.
+        let emptied = self
+            .log()
+            .ok()
+            .flatten()
+            .is_some_and(|l| l.count_entries() == 0);
         if let Some(key) = self.key.as_mut() {
             if let Ok(Some(log)) = key.value_mut(&LOG_TYPE) {
                 log.settle();
             }
         }
+        // What changed is data on this node: replicate it even when the
+        // call failed after changing it. Nothing is left to report to.
+        let _ = self.finish(emptied);
+        keep_runs(std::mem::take(&mut self.effect.add));
     }
 }
 

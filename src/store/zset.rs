@@ -37,9 +37,14 @@ pub struct Key<'c> {
     /// The module value the key holds and its type, once read: a command
     /// reaches the compact log several times (trim, count, add, expiry,
     /// settle), and each reading was a type check and a value lookup of the
-    /// server's. Only this handle's own `set_value` and `delete` change
-    /// what the key holds while it is open (the server's handle keeps its
-    /// value object the same way); both update it.
+    /// server's. This handle's `set_value` and `delete` update it. Nothing
+    /// else may change what the key holds while the handle is open: slidewin
+    /// opens one handle per key per command (MCHECK opens a repeated key
+    /// once), and a write from elsewhere meanwhile (another module's
+    /// keyspace-event subscriber deleting the key) would leave the server's
+    /// own handle pointing at a freed object just the same: it keeps the
+    /// value object it found at open. Active defragmentation, which moves
+    /// values, runs between commands.
     module: std::cell::Cell<Option<ModuleValue>>,
     _ctx: PhantomData<&'c Context>,
 }
@@ -264,10 +269,10 @@ impl Key<'_> {
     pub fn value<T: TypeValue>(&self, ty: &ModuleType<T>) -> Result<Option<&T>, StoreError> {
         // SAFETY: the key holds a value of `ty`, the one type made for `T`,
         // so the pointer is a live `Box<T>` owned by the server (read from
-        // it, or kept since, and only this handle's `set_value` or `delete`
-        // replaces it, both of which borrow the key mutably and update the
-        // cache); the reference borrows the key, which keeps the value
-        // alive.
+        // it, or kept since: while the handle is open only its `set_value`
+        // and `delete` change what the key holds, both borrowing the key
+        // mutably and updating the cache; see `Key::module`); the reference
+        // borrows the key, which keeps the value alive.
         Ok(self.value_of(ty)?.map(|v| unsafe { v.as_ref() }))
     }
 
@@ -283,7 +288,8 @@ impl Key<'_> {
 
     /// The value of type `ty` the key holds, for changing in place; when it
     /// holds none (the key is missing), `make()` stored first. One type
-    /// check, not one before and one after.
+    /// check, not one before and one after: `set_value` leaves the stored
+    /// value in the cache.
     pub fn value_or_insert_with<T: TypeValue>(
         &mut self,
         ty: &ModuleType<T>,
@@ -308,7 +314,7 @@ impl Key<'_> {
             .handle()
             .ok_or(StoreError::Failed("the compact log type is not registered"))?;
         let ptr = ModuleType::<T>::into_raw(value);
-        // Whatever the key held is gone or about to be: read it again.
+        // Whatever the key held is gone or about to be.
         self.module.set(None);
         // SAFETY: an open write handle, a registered type and a pointer the
         // server takes ownership of on success.
@@ -317,6 +323,10 @@ impl Key<'_> {
             // SAFETY: not taken by the server: ours to free, once.
             drop(unsafe { Box::from_raw(ptr.cast::<T>()) });
             return Err(StoreError::Failed("storing the compact log"));
+        }
+        // The key now holds exactly this value of this type.
+        if let (Some(t), Some(v)) = (NonNull::new(handle), NonNull::new(ptr)) {
+            self.module.set(Some((t, v)));
         }
         Ok(())
     }
