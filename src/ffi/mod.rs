@@ -404,33 +404,28 @@ thread_local! {
     /// The server strings of the integers `0..SMALL_INTS` sent so far
     /// (null: not made yet), made with no context and never freed: at
     /// most `SMALL_INTS` strings of a few bytes each.
-    static SMALL: std::cell::RefCell<Vec<*mut raw::RedisModuleString>> =
-        const { std::cell::RefCell::new(Vec::new()) };
+    static SMALL: std::cell::RefCell<[*mut raw::RedisModuleString; SMALL_INTS]> =
+        const { std::cell::RefCell::new([std::ptr::null_mut(); SMALL_INTS]) };
 }
 
 /// The kept server string of `v` when `0 <= v < SMALL_INTS`, made on first
-/// use from its decimal `text`; `None` for any other value (or when the
-/// server cannot make one).
-fn small_int(
-    v: i64,
-    text: impl FnOnce() -> Option<(*const std::os::raw::c_char, usize)>,
-) -> Option<*mut raw::RedisModuleString> {
+/// use; `None` for any other value (or when the server cannot make one).
+fn small_int(v: i64) -> Option<*mut raw::RedisModuleString> {
     let i = usize::try_from(v).ok().filter(|&i| i < SMALL_INTS)?;
     SMALL
         .try_with(|t| {
             let mut t = t.try_borrow_mut().ok()?;
-            if t.is_empty() {
-                t.resize(SMALL_INTS, std::ptr::null_mut());
-            }
             let slot = t.get_mut(i)?;
             if slot.is_null() {
                 let create = api!(RedisModule_CreateString).ok()?;
-                let (ptr, len) = text()?;
+                let mut buf = [0u8; 24];
+                let start = decimal(v, &mut buf);
+                let digits = buf.get(start..buf.len() - 1)?;
                 // SAFETY: a NULL context is allowed (the string is then
                 // owned by the caller, here for the life of the process);
-                // `ptr` holds `len` readable bytes for the call and the
-                // server copies them.
-                let s = unsafe { create(std::ptr::null_mut(), ptr, len) };
+                // `digits` is live for the call and the server copies it.
+                let s =
+                    unsafe { create(std::ptr::null_mut(), digits.as_ptr().cast(), digits.len()) };
                 if s.is_null() {
                     return None;
                 }
@@ -493,31 +488,18 @@ pub fn replicate_words(
                 Some(s) => (b's', s.cast_const().cast()),
                 None => (b'c', t.as_ptr()),
             },
-            Word::Int(v) | Word::Repeated(v) if (0..SMALL_INTS as i64).contains(&v) => {
+            Word::Int(v) | Word::Repeated(v) => {
                 let text = || {
                     let start = decimal(v, buf);
                     let digits = buf.get(start..buf.len() - 1)?;
                     Some((digits.as_ptr().cast(), digits.len()))
                 };
-                match small_int(v, text) {
-                    Some(s) => (b's', s.cast_const().cast()),
-                    None => {
-                        let start = decimal(v, buf);
-                        (b'c', buf.get(start..).unwrap_or(&[0]).as_ptr().cast())
-                    }
-                }
-            }
-            Word::Int(v) => {
-                let start = decimal(v, buf);
-                (b'c', buf.get(start..).unwrap_or(&[0]).as_ptr().cast())
-            }
-            Word::Repeated(v) => {
-                let text = || {
-                    let start = decimal(v, buf);
-                    let digits = buf.get(start..buf.len() - 1)?;
-                    Some((digits.as_ptr().cast(), digits.len()))
+                let kept = match small_int(v) {
+                    Some(s) => Some(s),
+                    None if matches!(*w, Word::Repeated(_)) => kept_int(v, text, old),
+                    None => None,
                 };
-                match kept_int(v, text, old) {
+                match kept {
                     Some(s) => (b's', s.cast_const().cast()),
                     None => {
                         let start = decimal(v, buf);
@@ -541,10 +523,11 @@ pub fn replicate_words(
     // key (a live string), then per word a pointer: for `s` a kept server
     // string (a keyword or a small integer, live for the process, or
     // another integer, whose reference is released only after this call,
-    // even when it was replaced meanwhile: `evicted`), for `c` a NUL-terminated C string
-    // (static words, or `bufs`, alive until after the call). Both are read
-    // as pointers (`void *`, `char *`), which a `char` pointer may be
-    // passed as. The server copies the C strings and references the others.
+    // even when it was replaced meanwhile: `evicted`), for `c` a
+    // NUL-terminated C string (static words, or `bufs`, alive until after
+    // the call). Both are read as pointers (`void *`, `char *`), which a
+    // `char` pointer may be passed as. The server copies the C strings and
+    // references the others.
     let replicated = unsafe {
         #[rustfmt::skip]
         let r = match words.len() {
