@@ -2,10 +2,55 @@
 //! AOF rewrite and `SLIDEWIN.APPLY ... LOG` carry, and a small log's form
 //! in memory.
 
-use super::run::Run;
+use super::run::{Bound, Run};
 
 /// The encoding's version byte; a decoder refuses any other.
 pub const VERSION: u8 = 1;
+
+/// What the encoding says before its records: the expiry and the number
+/// of runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Header {
+    pub(super) expire_at_ms: Option<i64>,
+    pub(super) runs: u64,
+    /// Where the run count's varint starts (after the expiry).
+    pub(super) runs_at: usize,
+}
+
+/// Reads the header: the version byte (any other is refused), the expiry
+/// and the run count. The one reader of the header, for every decoder.
+pub(super) fn read_header(r: &mut Reader<'_>) -> Result<Header, DecodeError> {
+    let version = r.byte()?;
+    if version != VERSION {
+        return Err(DecodeError::Version(version));
+    }
+    let expire_at_ms = match r.byte()? {
+        0 => None,
+        1 => Some(unzigzag(r.varint()?)),
+        _ => return Err(DecodeError::Invalid),
+    };
+    let runs_at = r.at;
+    let runs = r.varint()?;
+    Ok(Header {
+        expire_at_ms,
+        runs,
+        runs_at,
+    })
+}
+
+/// Writes the header (the one writer of it): the version byte, the expiry
+/// and the run count. The first run's score follows when there is a run.
+pub(super) fn write_header(out: &mut impl Sink, expire_at_ms: Option<i64>, runs: u64) {
+    out.push(VERSION);
+    match expire_at_ms {
+        None => out.push(0),
+        Some(at) => {
+            out.push(1);
+            put_varint(out, zigzag(at));
+        }
+    }
+    put_varint(out, runs);
+}
 
 /// Why bytes are not a compact log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +65,8 @@ pub enum DecodeError {
     Invalid,
     /// Bytes after the last run.
     Trailing,
+    /// More runs, entries or runs out of member order than a log may hold.
+    Bound(Bound),
 }
 
 impl std::fmt::Display for DecodeError {
@@ -32,6 +79,7 @@ impl std::fmt::Display for DecodeError {
                 f.write_str("entries out of order, a member twice or an empty run")
             }
             DecodeError::Trailing => f.write_str("bytes after the last entry"),
+            DecodeError::Bound(b) => write!(f, "{b}"),
         }
     }
 }
