@@ -586,23 +586,41 @@ impl Chunked {
     /// merged), so two logs with the same entries give the same groups
     /// however their runs were split.
     pub fn canonical_runs(&self) -> Vec<Run> {
-        let all = self.runs();
-        let mut out: Vec<Run> = Vec::with_capacity(all.len());
-        for group in all.chunk_by(|a, b| a.score == b.score) {
-            let mut g = group.to_vec();
-            g.sort_unstable_by_key(|r| r.first);
-            for r in g {
-                match out.last_mut() {
-                    Some(prev)
-                        if prev.score == r.score && prev.last().checked_add(1) == Some(r.first) =>
-                    {
-                        prev.count = prev.count.saturating_add(r.count);
-                    }
-                    _ => out.push(r),
+        let mut out = Vec::new();
+        self.for_each_canonical_run(|r| out.push(r));
+        out
+    }
+
+    /// Calls `f` on each group of [`Chunked::canonical_runs`], in order,
+    /// holding nothing but a sorted copy of the strays: the chain is in
+    /// (score, member) order already, and the strays are merged into it.
+    pub fn for_each_canonical_run(&self, mut f: impl FnMut(Run)) {
+        let mut strays = self.strays.clone();
+        strays.sort_unstable_by_key(chain_key);
+        let mut strays = strays.into_iter().peekable();
+        let mut pending: Option<Run> = None;
+        let mut emit = |r: Run| match pending.as_mut() {
+            Some(prev) if prev.score == r.score && prev.last().checked_add(1) == Some(r.first) => {
+                prev.count = prev.count.saturating_add(r.count);
+            }
+            _ => {
+                if let Some(prev) = pending.replace(r) {
+                    f(prev);
                 }
             }
+        };
+        for c in &self.chunks {
+            c.for_each_run(|r| {
+                while let Some(s) = strays.next_if(|s| chain_key(s) < chain_key(&r)) {
+                    emit(s);
+                }
+                emit(r);
+            });
         }
-        out
+        strays.for_each(&mut emit);
+        if let Some(prev) = pending {
+            f(prev);
+        }
     }
 
     /// Whether member `id` is in the log and scored above `cutoff_ms`.

@@ -246,6 +246,11 @@ impl CompactLog {
         self.view().canonical_runs()
     }
 
+    /// See [`Chunked::for_each_canonical_run`].
+    pub fn for_each_canonical_run(&self, f: impl FnMut(Run)) {
+        self.view().for_each_canonical_run(f)
+    }
+
     /// Whether member `id` is in the log and scored above `cutoff_ms`.
     pub fn holds_above(&self, id: i64, cutoff_ms: i64) -> bool {
         self.view().holds_above(id, cutoff_ms)

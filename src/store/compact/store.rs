@@ -51,10 +51,11 @@ impl TypeValue for CompactLog {
     }
 
     fn digest(&self, group: &mut dyn FnMut(&[i64])) {
-        for r in self.canonical_runs() {
+        // Group by group: a digest holds no list of the runs.
+        self.for_each_canonical_run(|r| {
             let count = i64::try_from(r.count).unwrap_or(i64::MAX);
             group(&[r.score, r.first, count]);
-        }
+        });
     }
 
     fn heap_blocks(&self) -> Vec<*const u8> {
