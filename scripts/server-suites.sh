@@ -176,12 +176,13 @@ plain() { sed 's/\x1b\[[0-9;]*m//g' "$1"; }
 failed_names() { plain "$1" | sed -n 's/^\[err\]: \(.*\) in tests\/.*$/\1/p; s/^\[exception\]: \(.*\)$/exception: \1/p'; }
 summary=$SUITE_DIR/summary-$SUITE_SERVER.md
 {
-  echo "| $SUITE_SERVER, $(echo "$units" | wc -w) units | passed | failed | exceptions | skipped |"
-  echo "|---|---|---|---|---|"
+  echo "| $SUITE_SERVER, $(echo "$units" | wc -w) units | passed | failed | exceptions | skipped | ran to the end |"
+  echo "|---|---|---|---|---|---|"
   for mode in "${modes[@]}"; do
     log=$SUITE_DIR/logs/$SUITE_SERVER-$mode.log
     echo "| $mode | $(plain "$log" | grep -c '^\[ok\]:') | $(plain "$log" | grep -c '^\[err\]:') |" \
-      "$(plain "$log" | grep -c '^\[exception\]:') | $(plain "$log" | grep -c '^\[skip\]:') |"
+      "$(plain "$log" | grep -c '^\[exception\]:') | $(plain "$log" | grep -c '^\[skip\]:') |" \
+      "$(grep -q 'The End' "$log" && echo yes || echo no) |"
   done
   for mode in "${modes[@]}"; do
     names=$(failed_names "$SUITE_DIR/logs/$SUITE_SERVER-$mode.log")
@@ -189,9 +190,10 @@ summary=$SUITE_DIR/summary-$SUITE_SERVER.md
   done
 } | tee "$summary"
 
-# A failure with the module that the run without it does not have.
+# A failure with the module that the run without it (this one's, or an
+# earlier one's) does not have.
 status=0
-if [[ " ${modes[*]} " == *" none "* ]]; then
+if [ -f "$SUITE_DIR/logs/$SUITE_SERVER-none.log" ]; then
   base=$(failed_names "$SUITE_DIR/logs/$SUITE_SERVER-none.log")
   for mode in "${modes[@]}"; do
     [ "$mode" = none ] && continue
@@ -203,4 +205,8 @@ if [[ " ${modes[*]} " == *" none "* ]]; then
     fi
   done
 fi
+for mode in "${modes[@]}"; do
+  grep -q 'The End' "$SUITE_DIR/logs/$SUITE_SERVER-$mode.log" ||
+    { echo "server-suites: the $mode run did not run to the end"; status=1; }
+done
 exit $status
