@@ -63,15 +63,6 @@ fn peek_allows(c: &mut Connection, key: &str, limit: i64) -> bool {
     )[0] == 1
 }
 
-fn config_set(c: &mut Connection, name: &str, value: &str) {
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg(name)
-        .arg(value)
-        .query(c)
-        .unwrap_or_else(|e| panic!("CONFIG SET {name} {value}: {e}"));
-}
-
 /// Logs on the master: `KEYS` keys of three entries each, and with compact
 /// logs one large log (10,000 runs, tens of kilobytes encoded) whose load
 /// spans many of the replica's event-processing points, so that commands
