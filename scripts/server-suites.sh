@@ -13,6 +13,9 @@
 #                  every integration/replication* unit of the source)
 #   SUITE_DIR      where the sources and the runs go (target/server-suites)
 #   SUITE_JOBS     modes run at once (1; each mode runs one test client)
+#   SUITE_BASEPORT the first port (21000 for redis-7.0, 24000 for valkey-9.1,
+#                  27000 for valkey-8.1; each mode takes the next 1,000): two
+#                  runs of one server's suite at once need different ones
 #   SUITE_SKIP     tests to skip in every mode, one runtest pattern a line
 #                  (default: the two tests Debian's Redis 7.0 source gets wrong, below)
 #   MODULE         the module file (target/release/libslidewin.so)
@@ -120,6 +123,7 @@ if [ ! -x "$tree/runtest" ]; then
   fi
   [ -x "$tree/runtest" ] || die "$tree has no runtest"
 fi
+ports=${SUITE_BASEPORT:-$ports}
 echo "server-suites: $SUITE_SERVER ($server) with the suite of $srcpkg $version"
 
 units=${SUITE_UNITS:-}
