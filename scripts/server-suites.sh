@@ -13,9 +13,10 @@
 #                  every integration/replication* unit of the source)
 #   SUITE_DIR      where the sources and the runs go (target/server-suites)
 #   SUITE_JOBS     modes run at once (1; each mode runs one test client)
-#   SUITE_BASEPORT the first port (21000 for redis-7.0, 24000 for valkey-9.1,
-#                  27000 for valkey-8.1; each mode takes the next 1,000): two
-#                  runs of one server's suite at once need different ones
+#   SUITE_BASEPORT the first port (12000 for redis-7.0, 16000 for valkey-9.1,
+#                  20000 for valkey-8.1; each mode takes 1,100 from there,
+#                  32 below its base for runtest's own): two runs of one
+#                  server's suite at once need bases 3,300 apart
 #   SUITE_SKIP     tests to skip in every mode, one runtest pattern a line
 #                  (default: the two tests Debian's Redis 7.0 source gets wrong, below)
 #   MODULE         the module file (target/release/libslidewin.so)
@@ -78,9 +79,9 @@ case $SUITE_SERVER in
       die "redis-server is not a Debian package here"
     version=$(dpkg-query -W -f='${Version}' redis-server)
     want="^$(printf '%s' "$version" | sed 's/[.+]/\\&/g')\$"
-    debsuite=installed; prefix=redis; ports=21000 ;;
-  valkey-9.1) srcpkg=valkey; want='^9\.1\.2-'; debsuite=unstable; prefix=valkey; ports=24000 ;;
-  valkey-8.1) srcpkg=valkey; want='^8\.1\.'; debsuite=trixie; prefix=valkey; ports=27000 ;;
+    debsuite=installed; prefix=redis; ports=12000 ;;
+  valkey-9.1) srcpkg=valkey; want='^9\.1\.2-'; debsuite=unstable; prefix=valkey; ports=16000 ;;
+  valkey-8.1) srcpkg=valkey; want='^8\.1\.'; debsuite=trixie; prefix=valkey; ports=20000 ;;
   *) die "$SUITE_SERVER: no test suite available here (Debian has no source of it; its package ships binaries only)" ;;
 esac
 
@@ -164,8 +165,9 @@ pids=()
 for mode in "${modes[@]}"; do
   echo "server-suites: $SUITE_SERVER $mode: $units (log: $SUITE_DIR/logs/$SUITE_SERVER-$mode.log)"
   # Ports of their own for each server and mode (runtest takes 1,000 from
-  # its base): several suites may run at once.
-  run_mode "$mode" $((ports + i * 1000)) &
+  # its base and one 32 below it for its test server): several suites may
+  # run at once.
+  run_mode "$mode" $((ports + i * 1100)) &
   pids+=($!)
   i=$((i + 1))
   if [ ${#pids[@]} -ge "$SUITE_JOBS" ]; then
