@@ -114,7 +114,7 @@ bench-limits: build ## limits' Redis moving window against SLIDEWIN.CHECK: serve
 SUITE_SERVERS ?= redis-7.0 valkey-9.1 valkey-8.1
 SUITE_MODES ?= none zset compact
 .PHONY: test-server
-test-server: build ## The servers' own replication tests (Debian's sources: Redis 7.0, Valkey 9.1, 8.1) without the module and with it in each log type; fails on a failure the server alone does not have; hours of CPU, not in make test (SUITE_SERVERS, SUITE_MODES, SUITE_UNITS, SUITE_JOBS)
+test-server: build ## The servers' own replication tests (Debian's sources: Redis 7.0, Valkey 9.1, 8.1) without the module and with it in each log type; fails on a failure the server alone does not have; about half an hour a server, not in make test (SUITE_SERVERS, SUITE_MODES, SUITE_UNITS, SUITE_JOBS)
 	@status=0; for s in $(SUITE_SERVERS); do \
 		SUITE_SERVER=$$s MODULE=$(CURDIR)/$(MODULE) scripts/server-suites.sh $(SUITE_MODES) || status=1; \
 	done; exit $$status
