@@ -109,6 +109,16 @@ bench-smoke: build ## A short run of the benchmark (checks it works and stops it
 bench-limits: build ## limits' Redis moving window against SLIDEWIN.CHECK: server µs per hit at limits 10, 1000, 70000 on every server (LIMITS_BENCH_ARGS=...); writes bench/results-limits.md
 	$(PYTHON) bench/limits_bench.py --servers "$$(echo $(BENCH_SERVERS) | tr ' ' ,)" --out bench/results-limits.md $(LIMITS_BENCH_ARGS)
 
+# The servers' own test suites (make test-server): whose suites, in which
+# modes (none: without the module; zset; compact: log-type compact).
+SUITE_SERVERS ?= redis-7.0 valkey-9.1 valkey-8.1
+SUITE_MODES ?= none zset compact
+.PHONY: test-server
+test-server: build ## The servers' own replication tests (Debian's sources: Redis 7.0, Valkey 9.1, 8.1) without the module and with it in each log type; fails on a failure the server alone does not have; about half an hour a server, not in make test (SUITE_SERVERS, SUITE_MODES, SUITE_UNITS, SUITE_JOBS)
+	@status=0; for s in $(SUITE_SERVERS); do \
+		SUITE_SERVER=$$s MODULE=$(CURDIR)/$(MODULE) scripts/server-suites.sh $(SUITE_MODES) || status=1; \
+	done; exit $$status
+
 docker: ## Build the image (IMAGE, REDIS_IMAGE, RUST_IMAGE; pulls the base images)
 	$(DOCKER_BUILD) -f docker/Dockerfile --build-arg REDIS_IMAGE=$(REDIS_IMAGE) \
 		--build-arg RUST_IMAGE=$(RUST_IMAGE) -t $(IMAGE) .

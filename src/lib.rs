@@ -74,6 +74,20 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if atomic_slot_migration {
         options |= ffi::OPTION_HANDLE_ATOMIC_SLOT_MIGRATION;
     }
+    // With `repl-diskless-load swapdb` a replica loads the master's data
+    // set into a temporary database while it keeps serving the old one,
+    // unless a loaded module does not declare that it copes. slidewin does:
+    // sorted-set logs are the server's own keys; a compact log's loader
+    // reads its one buffer, then decodes it without touching anything
+    // shared (the spare buffers of the commands, the INFO counters, TOP),
+    // so commands on the old data set may run during any read; its values
+    // may be freed on any thread (the old data set goes in the background);
+    // TOP counts decisions on this node, not keys, so the swap leaves it
+    // as true as it was. Declared wherever the server knows the option.
+    let repl_async_load = ffi::knows_repl_async_load();
+    if repl_async_load {
+        options |= ffi::OPTION_HANDLE_REPL_ASYNC_LOAD;
+    }
     let raw_args: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
     let values = match config::parse_load_args(&raw_args) {
         Ok(values) => values,
@@ -109,6 +123,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // One call: SetModuleOptions replaces the options as a whole.
     ffi::set_module_options(ctx, options);
     stats::declare_atomic_slot_migration(atomic_slot_migration);
+    stats::declare_repl_async_load(repl_async_load);
     stats::register(ctx);
     if let Err(e) = command_table::register(ctx, compact) {
         ffi::log(

@@ -15,7 +15,9 @@
 //! `RedisModule_CachedMicroseconds`, so one clock value holds for a whole
 //! MULTI or script) and `atomic_slot_migration` (the module declared that it
 //! handles Valkey's atomic slot migration: the server knows the option flag
-//! and has `CLUSTER MIGRATESLOTS`).
+//! and has `CLUSTER MIGRATESLOTS`) and `repl_async_load` (the module
+//! declared that a replica may serve its old data set while it loads the
+//! master's, `repl-diskless-load swapdb`: the server knows the option flag).
 //!
 //! A third, `slidewin_top`, describes the heavy-hitters summary behind
 //! SLIDEWIN.TOP: `top_capacity` (keys per epoch and outcome; 0 is off),
@@ -60,10 +62,19 @@ pub fn declare_atomic_slot_migration(declared: bool) {
     ATOMIC_SLOT_MIGRATION.store(declared, Ordering::Relaxed);
 }
 
+/// Whether the module declared async replica loading at load.
+static REPL_ASYNC_LOAD: AtomicBool = AtomicBool::new(false);
+
+/// Records, at load, whether the module declared that a replica may serve
+/// its old data set while it loads (the server knows the option flag).
+pub fn declare_repl_async_load(declared: bool) {
+    REPL_ASYNC_LOAD.store(declared, Ordering::Relaxed);
+}
+
 /// What the server supports, as (field, 0 or 1) pairs in INFO order: each
 /// optional API is detected by its function pointer, each module option by
 /// the server's own list of them, never by version.
-pub fn capabilities() -> [(&'static CStr, u64); 3] {
+pub fn capabilities() -> [(&'static CStr, u64); 4] {
     [
         (
             c"acl_categories",
@@ -73,6 +84,10 @@ pub fn capabilities() -> [(&'static CStr, u64); 3] {
         (
             c"atomic_slot_migration",
             u64::from(ATOMIC_SLOT_MIGRATION.load(Ordering::Relaxed)),
+        ),
+        (
+            c"repl_async_load",
+            u64::from(REPL_ASYNC_LOAD.load(Ordering::Relaxed)),
         ),
     ]
 }

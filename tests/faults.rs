@@ -22,21 +22,12 @@ on_every_server! {
     module_unload_is_safe => module_unload;
 }
 
-fn set_config(c: &mut Connection, name: &str, value: &str) {
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg(name)
-        .arg(value)
-        .query(c)
-        .unwrap_or_else(|e| panic!("CONFIG SET {name} {value}: {e}"));
-}
-
 fn oom(flavor: Flavor) {
     let server = Options::new(flavor).start();
     let mut c = server.conn();
     assert_eq!(check(&mut c, "before", 5, 60_000), 1);
-    set_config(&mut c, "maxmemory-policy", "noeviction");
-    set_config(&mut c, "maxmemory", "1");
+    config_set(&mut c, "maxmemory-policy", "noeviction");
+    config_set(&mut c, "maxmemory", "1");
     let err = slidewin(&mut c, "SLIDEWIN.CHECK", &["new", "5", "60000"]).expect_err("OOM");
     assert!(error_text(&err).starts_with("OOM"), "{}", error_text(&err));
     let err = slidewin(&mut c, "SLIDEWIN.CHECK", &["before", "5", "60000"]).expect_err("OOM");
@@ -53,7 +44,7 @@ fn oom(flavor: Flavor) {
         detail(&mut c, "SLIDEWIN.PEEK", &["before", "5", "60000"])[..3],
         [1, 5, 4]
     );
-    set_config(&mut c, "maxmemory", "0");
+    config_set(&mut c, "maxmemory", "0");
     assert_eq!(check(&mut c, "new", 5, 60_000), 1);
 }
 
@@ -106,7 +97,7 @@ fn client_pause(flavor: Flavor) {
 fn noreplicas(flavor: Flavor) {
     let server = Options::new(flavor).start();
     let mut c = server.conn();
-    set_config(&mut c, "min-replicas-to-write", "1");
+    config_set(&mut c, "min-replicas-to-write", "1");
     let err = slidewin(&mut c, "SLIDEWIN.CHECK", &["k", "5", "60000"]).expect_err("NOREPLICAS");
     assert!(
         error_text(&err).starts_with("NOREPLICAS"),
@@ -115,7 +106,7 @@ fn noreplicas(flavor: Flavor) {
     );
     assert!(!exists(&mut c, "k"));
     assert_eq!(detail(&mut c, "SLIDEWIN.PEEK", &["k", "5", "60000"])[0], 1);
-    set_config(&mut c, "min-replicas-to-write", "0");
+    config_set(&mut c, "min-replicas-to-write", "0");
     assert_eq!(check(&mut c, "k", 5, 60_000), 1);
 }
 

@@ -643,6 +643,33 @@ pub fn module_options_all() -> Option<u32> {
     u32::try_from(mask).ok()
 }
 
+/// `REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD` (`1 << 2` on Redis and
+/// Valkey alike): the module copes with a replica serving its old data set
+/// while it loads the master's (`repl-diskless-load swapdb`). Without it
+/// such a replica loads from disk instead, refusing commands while it loads.
+pub const OPTION_HANDLE_REPL_ASYNC_LOAD: u32 = 1 << 2;
+
+/// `REDISMODULE_CTX_FLAGS_ASYNC_LOADING` (`1 << 23`): the context flag of a
+/// replica loading in the background; it came with the option above.
+const CTX_FLAG_ASYNC_LOADING: u32 = 1 << 23;
+
+/// Whether the server knows [`OPTION_HANDLE_REPL_ASYNC_LOAD`]: in its list
+/// of module options where it has one (`RedisModule_GetModuleOptionsAll`),
+/// else (Redis 7.0) where its context flags
+/// (`RedisModule_GetContextFlagsAll`) include async loading, which the
+/// server gained together with the option.
+pub fn knows_repl_async_load() -> bool {
+    if let Some(all) = module_options_all() {
+        return all & OPTION_HANDLE_REPL_ASYNC_LOAD != 0;
+    }
+    let Ok(flags_all) = api!(RedisModule_GetContextFlagsAll) else {
+        return false;
+    };
+    // SAFETY: takes no arguments and only reads a server constant.
+    let flags = unsafe { flags_all() };
+    u32::try_from(flags).is_ok_and(|f| f & CTX_FLAG_ASYNC_LOADING != 0)
+}
+
 /// Sets module option flags (`REDISMODULE_OPTION_*`), at load time. The
 /// server keeps the last call's flags only, so every flag goes in one call.
 pub fn set_module_options(ctx: &Context, flags: u32) {

@@ -670,6 +670,16 @@ pub fn info_field(c: &mut Connection, section: &str, field: &str) -> Option<Stri
     })
 }
 
+/// `CONFIG SET name value`, which must succeed.
+pub fn config_set(c: &mut Connection, name: &str, value: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query(c)
+        .unwrap_or_else(|e| panic!("CONFIG SET {name} {value}: {e}"));
+}
+
 /// Starts a replica of `master` running the given flavor **without** the
 /// module, and waits until its link is up and it has caught up.
 pub fn replica_without_module(master: &Server, flavor: Flavor) -> Server {
