@@ -89,6 +89,10 @@ bench: build ## Benchmark CHECK (sorted sets, then compact logs) against the flo
 		$(PYTHON) bench/bench.py --server $$server --out bench/results-$$server.md $(if $(CELL),--cell $(CELL)) $(BENCH_ARGS) || exit 1; \
 		$(PYTHON) bench/bench.py --server $$server --log-type compact --out bench/results-$$server-compact.md $(if $(CELL),--cell $(CELL)) $(BENCH_ARGS) || exit 1; \
 	done
+	@rm -f bench/results-adversarial.md
+	@for server in $(BENCH_SERVERS); do \
+		$(PYTHON) bench/adversarial.py --server $$server --out bench/results-adversarial.md || exit 1; \
+	done
 	@rm -f bench/instructions.md
 	@for server in $(BENCH_SERVERS); do for log in zset compact; do \
 		$(PYTHON) bench/instructions.py --server $$server --log-type $$log --out bench/instructions.md $(if $(CELL),--cell $(CELL)) $(INSTR_ARGS) || exit 1; \
@@ -103,6 +107,7 @@ bench-smoke: build ## A short run of the benchmark (checks it works and stops it
 	$(PYTHON) bench/limits_bench.py --smoke
 	$(PYTHON) bench/instructions.py --keys 20 --full-keys 1
 	$(PYTHON) bench/instructions.py --keys 20 --full-keys 1 --log-type compact
+	$(PYTHON) bench/adversarial.py --scale 0.01
 	scripts/test-bench-stops.sh
 
 .PHONY: bench-limits

@@ -25,22 +25,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import SERVERS, Server  # noqa: E402
+from instructions import varint, zigzag  # noqa: E402
 
 MAX_RUNS = 1 << 24
 MAX_STRAYS = 1024
-
-
-def varint(v):
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def zigzag(v):
-    return (v << 1) ^ (v >> 63)
 
 
 def header(runs, score):
