@@ -95,20 +95,36 @@ pub fn module_path() -> PathBuf {
         assert!(p.is_file(), "SLIDEWIN_MODULE={p:?} is not a file");
         return p;
     }
-    built_module("target/release/libslidewin.so", "make build")
+    built_module("release/libslidewin.so", "make build")
 }
 
 /// The fault-injection build of the module (`make fault-module`, which
 /// `make test` runs): the release module plus SLIDEWIN.DEBUG-PANIC.
 pub fn fault_module_path() -> PathBuf {
-    built_module("target/fault-injection/libslidewin.so", "make fault-module")
+    built_module("fault-injection/libslidewin.so", "make fault-module")
 }
 
-/// A module cargo built at `relative`, refused when missing or older than
-/// its sources (`how` says how to build it).
+/// cargo's build folder, the one this test binary was built into: it runs
+/// from `<target>/<profile>/deps/`, wherever `CARGO_TARGET_DIR`,
+/// `--target-dir` or cargo's configuration put `<target>`. Else
+/// `CARGO_TARGET_DIR`, else `./target`.
+pub fn target_dir() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let from_exe = std::env::current_exe().ok().and_then(|exe| {
+        let deps = exe.parent()?;
+        (deps.file_name()? == "deps").then_some(())?;
+        Some(deps.parent()?.parent()?.to_path_buf())
+    });
+    from_exe
+        .or_else(|| std::env::var_os("CARGO_TARGET_DIR").map(|d| root.join(d)))
+        .unwrap_or_else(|| root.join("target"))
+}
+
+/// A module cargo built at `relative` in the build folder, refused when
+/// missing or older than its sources (`how` says how to build it).
 fn built_module(relative: &str, how: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let p = root.join(relative);
+    let p = target_dir().join(relative);
     assert!(
         p.is_file(),
         "module not built at {p:?}: run `{how}` (or `make test`, which builds first; \

@@ -16,7 +16,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-MODULE = os.environ.get("SLIDEWIN_MODULE", os.path.join(ROOT, "target", "release", "libslidewin.so"))
+# cargo's build folder: CARGO_TARGET_DIR (the Makefile exports it), else ./target.
+TARGET_DIR = os.path.abspath(os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target"))
+MODULE = os.environ.get("SLIDEWIN_MODULE", os.path.join(TARGET_DIR, "release", "libslidewin.so"))
 SERVERS = ["redis-7.0", "redis-8.2", "valkey-8.1", "valkey-9.1"]
 START_DEADLINE_S = 15
 
