@@ -41,6 +41,13 @@ work=$(mktemp -d /tmp/fresh-machine.XXXX)
 trap 'rm -rf "$work"' EXIT
 git -C "$here" bundle create "$work/repo.bundle" HEAD >/dev/null 2>&1
 mounts=(-v "$work:/in:ro" -v "$toolchain:/opt/rust:ro")
+# The machine's certificate authorities (a TLS-inspecting proxy may stand
+# between it and the registries) and the variables that point at them.
+ca=/etc/ssl/certs/ca-certificates.crt
+[ -f "$ca" ] && mounts+=(-v "$ca:$ca:ro" -e CARGO_HTTP_CAINFO="$ca")
+for v in SSL_CERT_FILE SSL_CERT_DIR PIP_CERT REQUESTS_CA_BUNDLE CURL_CA_BUNDLE; do
+  [ -n "${!v:-}" ] && mounts+=(-e "$v=${!v}")
+done
 if [ -n "$checker" ]; then
   mounts+=(-v "$(cd "$(dirname "$checker")" && pwd):/checker:ro")
   checker=/checker/$(basename "$checker")
@@ -51,7 +58,7 @@ docker run --rm "${mounts[@]}" -e PATH=/opt/rust/bin:/usr/local/sbin:/usr/local/
   -e CHECKER="$checker" "$IMAGE" bash -c '
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
-git clone -q /in/repo.bundle /work/slidewin
+git -c advice.detachedHead=false clone -q /in/repo.bundle /work/slidewin
 cd /work/slidewin
 git config --global user.email fresh@localhost >/dev/null; git config --global user.name fresh
 installed() { dpkg-query -W -f "\${db:Status-Abbrev} \${Package}\n" | awk "/^ii/ {print \$2}" | sort; }
