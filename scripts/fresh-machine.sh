@@ -78,7 +78,8 @@ else
   repo=/work/slidewin
 fi
 cd "$repo"
-echo "fresh-machine: installed by make build: $(comm -13 <(echo "$before") <(installed) | tr "\n" " ")"
+built=$(installed)
+echo "fresh-machine: installed by make build: $(comm -13 <(echo "$before") <(echo "$built") | tr "\n" " ")"
 run_and_check() { # run_and_check <port> <make arguments...>
   local port=$1; shift
   make run PORT="$port" "$@" >/tmp/run.log 2>&1 &
@@ -98,7 +99,7 @@ run_and_check() { # run_and_check <port> <make arguments...>
 # comes with the Debian redis-server (redis-tools), so the wait below polls
 # until it exists and the server answers.
 run_and_check 7001
-echo "fresh-machine: installed by make run: $(comm -13 <(echo "$before") <(installed) | tr "\n" " ")"
+echo "fresh-machine: installed by make run (after make build): $(comm -13 <(echo "$built") <(installed) | tr "\n" " ")"
 run_and_check 7002 SERVER=valkey-9.1
 after=$(installed)
 echo "fresh-machine: installed in all: $(comm -13 <(echo "$before") <(echo "$after") | tr "\n" " ")"
