@@ -12,6 +12,9 @@ endif
 TARGET_DIR := $(abspath $(or $(TARGET_DIR),target))
 export CARGO_TARGET_DIR := $(TARGET_DIR)
 MODULE := $(TARGET_DIR)/release/libslidewin.so
+# The release (Cargo.toml's version) and where make dist puts it.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -1)
+DIST_DIR ?= $(TARGET_DIR)/dist
 MODULE_ARGS ?=
 REDIS_SERVER ?= redis-server
 # make run SERVER=redis-8.2 runs one of the suite's servers (scripts/server-path.sh).
@@ -35,7 +38,7 @@ export VENV PYTHON
 # The classic builder: this project's machines have no buildx.
 DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
-.PHONY: help deps deps-build build fault-module python-client test test-python test-limits fuzz unit lint fmt run bench bench-eviction bench-smoke cluster cluster-stop docker docker-run test-docker clean
+.PHONY: help deps deps-build build dist test-deb test-fresh fault-module python-client test test-python test-limits fuzz unit lint fmt run bench bench-eviction bench-smoke cluster cluster-stop docker docker-run test-docker clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -124,6 +127,16 @@ bench-smoke: deps build ## A short run of the benchmark (checks it works and sto
 bench-limits: deps build ## limits' Redis moving window against SLIDEWIN.CHECK: server µs per hit at limits 10, 1000, 70000 on every server (LIMITS_BENCH_ARGS=...); writes bench/results-limits.md
 	$(PYTHON) bench/limits_bench.py --servers "$$(echo $(BENCH_SERVERS) | tr ' ' ,)" --out bench/results-limits.md $(LIMITS_BENCH_ARGS)
 
+dist: build ## A release from this build: DIST_DIR/slidewin-VERSION-linux-ARCH.tar.gz (module, FUNCTION library and its EVAL form, redis.conf snippet, README, CHANGELOG, LICENSE, SHA256SUMS), the Debian package redis-slidewin_VERSION-1_ARCH.deb, SHA256SUMS
+	@scripts/deps.sh dist
+	scripts/dist.sh $(MODULE) $(DIST_DIR)
+
+test-deb: dist ## The Debian package as an operator uses it (root): apt-get install, Debian's redis-server with the documented include answers CHECK, apt-get remove leaves a server that starts
+	scripts/test-deb.sh $(DIST_DIR)/redis-slidewin_$(VERSION)-1_$$(dpkg --print-architecture).deb
+
+test-fresh: ## make build and make run on a fresh Debian 12 container (root, Docker; 5-15 minutes): no test tool may be installed (scripts/fresh-machine.sh)
+	scripts/fresh-machine.sh
+
 docker: ## Build the image (IMAGE, REDIS_IMAGE, RUST_IMAGE; pulls the base images)
 	$(DOCKER_BUILD) -f docker/Dockerfile --build-arg REDIS_IMAGE=$(REDIS_IMAGE) \
 		--build-arg RUST_IMAGE=$(RUST_IMAGE) -t $(IMAGE) .
@@ -131,16 +144,18 @@ docker: ## Build the image (IMAGE, REDIS_IMAGE, RUST_IMAGE; pulls the base image
 docker-run: ## Run the image on 127.0.0.1:PORT
 	docker run --rm -p 127.0.0.1:$(PORT):6379 $(IMAGE)
 
-test-docker: deps build ## For each of DOCKER_SERVERS: a stand-in image (no registry), docker/Dockerfile on it, the suite against containers
+test-docker: deps dist ## For each of DOCKER_SERVERS: a stand-in image (no registry), docker/Dockerfile on it with the module of make dist's tarball, the suite against containers
 	docker-compose -f docker/compose.yaml --profile cluster config -q
 	scripts/docker-context-check.sh
-	mkdir -p docker/prebuilt && cp $(MODULE) docker/prebuilt/libslidewin.so
+	mkdir -p docker/prebuilt
+	tar -xzf $(DIST_DIR)/slidewin-$(VERSION)-linux-$$(uname -m).tar.gz -O \
+		slidewin-$(VERSION)-linux-$$(uname -m)/libslidewin.so >docker/prebuilt/libslidewin.so
 	set -e; for s in $(DOCKER_SERVERS); do \
 		mod=$$(echo $$s | tr '.-' '__'); \
 		scripts/docker-standin.sh slidewin-standin:$$s $$s; \
 		$(DOCKER_BUILD) -q -f docker/Dockerfile --build-arg REDIS_IMAGE=slidewin-standin:$$s \
 			--build-arg RUST_IMAGE=slidewin-standin:$$s --build-arg PREBUILT=1 -t slidewin:test-$$s . >/dev/null; \
-		scripts/docker-smoke.sh slidewin:test-$$s $(MODULE); \
+		scripts/docker-smoke.sh slidewin:test-$$s docker/prebuilt/libslidewin.so; \
 		SLIDEWIN_TEST_BACKEND=docker SLIDEWIN_DOCKER_IMAGE=slidewin:test-$$s SLIDEWIN_DOCKER_SERVER=$$s \
 			cargo test --release --test check --test surface --test faults --test history \
 			--test multi --test fuzz --test parity --test examples --test top -- $$mod::; \

@@ -8,6 +8,8 @@
 #                           REDIS_SERVER (default redis-server: apt
 #                           redis-server, which brings redis-cli), or with
 #                           SERVER=NAME that one server's wheel in .venv/
+#   scripts/deps.sh dist    building, and dpkg-dev for the Debian package
+#                           (make dist)
 #   scripts/deps.sh [test]  everything the tests, the benchmark and the
 #                           examples need (make test, make deps), below
 #
@@ -41,8 +43,8 @@ cd "$(dirname "$0")/.."
 
 MODE=${1:-test}
 case "$MODE" in
-  build | run | test) ;;
-  *) echo "usage: $0 [build|run|test]" >&2; exit 2 ;;
+  build | run | dist | test) ;;
+  *) echo "usage: $0 [build|run|dist|test]" >&2; exit 2 ;;
 esac
 
 # The interpreter the virtual environment is made from (only read, never
@@ -118,6 +120,8 @@ if [ "$MODE" = test ]; then
   # Go and Debian's redigo (GOPATH mode, /usr/share/gocode), for examples/go.
   command -v go >/dev/null 2>&1 || need_apt+=(golang-go)
   [ -d /usr/share/gocode/src/github.com/gomodule/redigo/redis ] || need_apt+=(golang-github-gomodule-redigo-dev)
+fi
+if [ "$MODE" = test ] || [ "$MODE" = dist ]; then
   # make dist builds the Debian package with dpkg-deb (dpkg-dev: its
   # dependencies from the module's shared libraries).
   command -v dpkg-shlibdeps >/dev/null 2>&1 || need_apt+=(dpkg-dev)
