@@ -475,23 +475,9 @@ fn sequences_on(pair: &mut Pair) {
                 });
             });
         }
-        // The expiry as a time (PTTL from the server's own clock: Redis
-        // 6.2 has no PEXPIRETIME); -1 or -2 kept as they are.
-        let ttl = |c: &mut Connection, key: String| -> i64 {
-            let (now, pttl): (Vec<i64>, i64) = redis::pipe()
-                .cmd("TIME")
-                .cmd("PTTL")
-                .arg(key)
-                .query(c)
-                .unwrap();
-            if pttl < 0 {
-                return pttl;
-            }
-            now[0] * 1000 + now[1] / 1000 + pttl
-        };
         let (mt, ft) = (
-            ttl(&mut pair.m, format!("{{m}}{k}")),
-            ttl(pair.lib(), format!("{{f}}{k}")),
+            expires_at(&mut pair.m, &format!("{{m}}{k}")),
+            expires_at(pair.lib(), &format!("{{f}}{k}")),
         );
         assert_eq!(mt < 0, ft < 0, "{k}: both or neither expire");
         assert!((mt - ft).abs() <= SLACK_MS, "{k}: expiry {mt} vs {ft}");

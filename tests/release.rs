@@ -54,20 +54,18 @@ fn read(relative: &str) -> String {
 #[test]
 fn the_python_client_and_the_changelog_carry_cargos_version() {
     let version = env!("CARGO_PKG_VERSION");
-    let line = format!("version = \"{version}\"");
-    assert!(
-        read("clients/python/pyproject.toml")
-            .lines()
-            .any(|l| l == line),
-        "clients/python/pyproject.toml: want {line}"
-    );
-    let line = format!("__version__ = \"{version}\"");
-    assert!(
-        read("clients/python/slidewin/__init__.py")
-            .lines()
-            .any(|l| l == line),
-        "clients/python/slidewin/__init__.py: want {line}"
-    );
+    for (file, line) in [
+        (
+            "clients/python/pyproject.toml",
+            format!("version = \"{version}\""),
+        ),
+        (
+            "clients/python/slidewin/__init__.py",
+            format!("__version__ = \"{version}\""),
+        ),
+    ] {
+        assert!(read(file).lines().any(|l| l == line), "{file}: want {line}");
+    }
     let changelog = read("CHANGELOG.md");
     let entry = format!("## [{version}] - ");
     assert!(

@@ -158,13 +158,7 @@ fn assert_loaded(c: &mut Connection, dir: &Path, fixture: &str) {
             .map(|(m, s)| (String::from_utf8(m).unwrap(), s as i64))
             .collect();
         assert_eq!(&got, want, "{what}: {key}'s entries");
-        let (now, pttl): (Vec<i64>, i64) = redis::pipe()
-            .cmd("TIME")
-            .cmd("PTTL")
-            .arg(key)
-            .query(c)
-            .unwrap();
-        let at = now[0] * 1000 + now[1] / 1000 + pttl;
+        let at = expires_at(c, key);
         assert!(
             (at - pxat).abs() <= SLACK_MS,
             "{what}: {key} expires at {at}, written {pxat}"

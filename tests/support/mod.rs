@@ -874,6 +874,21 @@ pub fn server_ms(c: &mut Connection) -> i64 {
     secs * 1000 + micros / 1000
 }
 
+/// When `key` expires, as a server time in ms (from TIME and PTTL: Redis
+/// 6.2 has no PEXPIRETIME); PTTL's -1 (no expiry) and -2 (no key) as they are.
+pub fn expires_at(c: &mut Connection, key: &str) -> i64 {
+    let (now, pttl): (Vec<i64>, i64) = redis::pipe()
+        .cmd("TIME")
+        .cmd("PTTL")
+        .arg(key)
+        .query(c)
+        .expect("TIME, PTTL");
+    if pttl < 0 {
+        return pttl;
+    }
+    now[0] * 1000 + now[1] / 1000 + pttl
+}
+
 /// Members and scores of a sorted set, lowest score first.
 pub fn entries(c: &mut Connection, key: &[u8]) -> Vec<(Vec<u8>, f64)> {
     let kind: String = redis::cmd("TYPE").arg(key).query(c).expect("TYPE");
