@@ -150,6 +150,7 @@ test-docker: deps dist ## For each of DOCKER_SERVERS: a stand-in image (no regis
 	mkdir -p docker/prebuilt
 	tar -xzf $(DIST_DIR)/slidewin-$(VERSION)-linux-$$(uname -m).tar.gz -O \
 		slidewin-$(VERSION)-linux-$$(uname -m)/libslidewin.so >docker/prebuilt/libslidewin.so
+	chmod 0755 docker/prebuilt/libslidewin.so
 	set -e; for s in $(DOCKER_SERVERS); do \
 		mod=$$(echo $$s | tr '.-' '__'); \
 		scripts/docker-standin.sh slidewin-standin:$$s $$s; \
