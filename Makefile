@@ -1,7 +1,20 @@
 # slidewin: `make help` lists the targets.
 SHELL := /bin/bash
 PORT ?= 6379
-MODULE := target/release/libslidewin.so
+# Where cargo builds: TARGET_DIR, else CARGO_TARGET_DIR or cargo's own
+# configuration (build.target-dir), as `cargo metadata` reports it, else
+# ./target. Exported as an absolute CARGO_TARGET_DIR, so that cargo, the
+# tests (tests/support, clients/python/tests), the scripts and the
+# benchmark all use the same folder.
+ifeq ($(origin TARGET_DIR),undefined)
+TARGET_DIR := $(shell cargo metadata --no-deps --format-version 1 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+endif
+TARGET_DIR := $(abspath $(or $(TARGET_DIR),target))
+export CARGO_TARGET_DIR := $(TARGET_DIR)
+MODULE := $(TARGET_DIR)/release/libslidewin.so
+# The release (Cargo.toml's version) and where make dist puts it.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -1)
+DIST_DIR ?= $(TARGET_DIR)/dist
 MODULE_ARGS ?=
 REDIS_SERVER ?= redis-server
 # make run SERVER=redis-8.2 runs one of the suite's servers (scripts/server-path.sh).
@@ -25,23 +38,26 @@ export VENV PYTHON
 # The classic builder: this project's machines have no buildx.
 DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
-.PHONY: help deps build fault-module python-client test test-python test-limits fuzz unit lint fmt run bench bench-eviction bench-smoke cluster cluster-stop docker docker-run test-docker clean
+.PHONY: help deps deps-build build dist test-deb test-fresh fault-module python-client test test-python test-limits fuzz unit lint fmt run bench bench-eviction bench-smoke cluster cluster-stop docker docker-run test-docker clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
-	@echo "  variables: PORT=$(PORT) (make run), MODULE_ARGS=..., SERVER=redis-7.0|redis-8.2|valkey-8.1|valkey-9.1, REDIS_SERVER=redis-server, DOCKER_SERVERS=\"$(DOCKER_SERVERS)\""
+	@echo "  variables: PORT=$(PORT) (make run), MODULE_ARGS=..., SERVER=redis-7.0|redis-8.2|valkey-8.1|valkey-9.1, REDIS_SERVER=redis-server, DOCKER_SERVERS=\"$(DOCKER_SERVERS)\", TARGET_DIR=$(TARGET_DIR)"
 
-deps: ## Install what is missing: system packages by apt, Python packages into .venv/ (never your own Python); prints what it found
-	@scripts/deps.sh
+deps: ## Install what the tests, benchmark and examples need (make test runs it): system packages by apt, Python packages into .venv/ (never your own Python); prints what it found
+	@scripts/deps.sh test
 
-build: deps ## Build target/release/libslidewin.so
+deps-build: ## Install only what building needs (libclang; cargo you bring)
+	@scripts/deps.sh build
+
+build: deps-build ## Build the module, TARGET_DIR/release/libslidewin.so (installs only what building needs)
 	cargo build --release
 	@echo "built $(MODULE)"
 
-fault-module: deps ## Build the test-only fault-injection module (target/fault-injection/libslidewin.so)
+fault-module: deps-build ## Build the test-only fault-injection module (TARGET_DIR/fault-injection/libslidewin.so)
 	cargo build --profile fault-injection --features fault-injection
 
-test: build fault-module python-client ## Unit tests, the integration suite (examples included), the Python client's tests and limits' own suite on the slidewin storage, on Redis 7.0 and 8.2, Valkey 8.1 and 9.1
+test: deps build fault-module python-client ## Unit tests, the integration suite (examples included), the Python client's tests and limits' own suite on the slidewin storage, on Redis 7.0 and 8.2, Valkey 8.1 and 9.1
 	cargo test --release
 	$(MAKE) test-python
 	$(MAKE) test-limits
@@ -68,14 +84,16 @@ lint: ## cargo fmt --check and clippy with warnings as errors
 fmt: ## Format the code
 	cargo fmt
 
-run: build ## Run a server with the module on localhost:PORT (foreground; SERVER=redis-8.2|valkey-8.1|valkey-9.1 or REDIS_SERVER=path)
+run: build ## Run a server with the module on localhost:PORT (foreground; SERVER=redis-8.2|valkey-8.1|valkey-9.1 or REDIS_SERVER=path); installs only that server
+	@SERVER="$(SERVER)" REDIS_SERVER="$(REDIS_SERVER)" scripts/deps.sh run
 	@server="$(REDIS_SERVER)"; if [ -n "$(SERVER)" ]; then server=$$(scripts/server-path.sh $(SERVER)) || exit 1; fi; \
 	echo "$$server on 127.0.0.1:$(PORT) with $(MODULE); try: redis-cli -p $(PORT) SLIDEWIN.CHECK sms:limit:1.2.3.4 5 60000"; \
 	exec $$server --port $(PORT) --bind 127.0.0.1 --save "" --appendonly no \
-		--loadmodule $(CURDIR)/$(MODULE) $(MODULE_ARGS)
+		--loadmodule $(MODULE) $(MODULE_ARGS)
 
 cluster: build ## Start a local Redis Cluster (3 masters + 3 replicas, ports 30001-30006) with the module
-	@scripts/cluster.sh start
+	@scripts/deps.sh run
+	@MODULE=$(MODULE) scripts/cluster.sh start
 
 cluster-stop: ## Stop the cluster started by make cluster
 	@scripts/cluster.sh stop
@@ -84,7 +102,7 @@ cluster-stop: ## Stop the cluster started by make cluster
 # crates.io by scripts/redis-cell.sh (once); CELL= leaves them out.
 CELL ?= $(shell scripts/redis-cell.sh)
 
-bench: build ## Benchmark CHECK (sorted sets, then compact logs) against the floor, the Lua script and CL.THROTTLE (redis-cell from crates.io; CELL=path or CELL= for none) on every server, and count instructions per call; writes bench/results-<server>[-compact].md, bench/instructions.md
+bench: deps build ## Benchmark CHECK (sorted sets, then compact logs) against the floor, the Lua script and CL.THROTTLE (redis-cell from crates.io; CELL=path or CELL= for none) on every server, and count instructions per call; writes bench/results-<server>[-compact].md, bench/instructions.md
 	@for server in $(BENCH_SERVERS); do \
 		$(PYTHON) bench/bench.py --server $$server --out bench/results-$$server.md $(if $(CELL),--cell $(CELL)) $(BENCH_ARGS) || exit 1; \
 		$(PYTHON) bench/bench.py --server $$server --log-type compact --out bench/results-$$server-compact.md $(if $(CELL),--cell $(CELL)) $(BENCH_ARGS) || exit 1; \
@@ -98,10 +116,10 @@ bench: build ## Benchmark CHECK (sorted sets, then compact logs) against the flo
 		$(PYTHON) bench/instructions.py --server $$server --log-type $$log --out bench/instructions.md $(if $(CELL),--cell $(CELL)) $(INSTR_ARGS) || exit 1; \
 	done; done
 
-bench-eviction: build ## What maxmemory eviction does to limiter keys: every policy, both log types, the four servers; writes bench/results-eviction.md
+bench-eviction: deps build ## What maxmemory eviction does to limiter keys: every policy, both log types, the four servers; writes bench/results-eviction.md
 	$(PYTHON) bench/eviction.py --out bench/results-eviction.md
 
-bench-smoke: build ## A short run of the benchmark (checks it works and stops its server; numbers are not meaningful)
+bench-smoke: deps build ## A short run of the benchmark (checks it works and stops its server; numbers are not meaningful)
 	$(PYTHON) bench/bench.py --scale 0.02 --rounds 1
 	$(PYTHON) bench/eviction.py --smoke
 	$(PYTHON) bench/limits_bench.py --smoke
@@ -111,7 +129,7 @@ bench-smoke: build ## A short run of the benchmark (checks it works and stops it
 	scripts/test-bench-stops.sh
 
 .PHONY: bench-limits
-bench-limits: build ## limits' Redis moving window against SLIDEWIN.CHECK: server µs per hit at limits 10, 1000, 70000 on every server (LIMITS_BENCH_ARGS=...); writes bench/results-limits.md
+bench-limits: deps build ## limits' Redis moving window against SLIDEWIN.CHECK: server µs per hit at limits 10, 1000, 70000 on every server (LIMITS_BENCH_ARGS=...); writes bench/results-limits.md
 	$(PYTHON) bench/limits_bench.py --servers "$$(echo $(BENCH_SERVERS) | tr ' ' ,)" --out bench/results-limits.md $(LIMITS_BENCH_ARGS)
 
 # The servers' own test suites (make test-server): whose suites, in which
@@ -121,8 +139,18 @@ SUITE_MODES ?= none zset compact
 .PHONY: test-server
 test-server: build ## The servers' own replication tests (Debian's sources: Redis 7.0, Valkey 9.1, 8.1) without the module and with it in each log type; fails on a failure the server alone does not have; about half an hour a server, not in make test (SUITE_SERVERS, SUITE_MODES, SUITE_UNITS, SUITE_JOBS)
 	@status=0; for s in $(SUITE_SERVERS); do \
-		SUITE_SERVER=$$s MODULE=$(CURDIR)/$(MODULE) scripts/server-suites.sh $(SUITE_MODES) || status=1; \
+		SUITE_SERVER=$$s MODULE=$(MODULE) scripts/server-suites.sh $(SUITE_MODES) || status=1; \
 	done; exit $$status
+
+dist: build ## A release from this build: DIST_DIR/slidewin-VERSION-linux-ARCH.tar.gz (module, FUNCTION library and its EVAL form, redis.conf snippet, README, CHANGELOG, LICENSE, SHA256SUMS), the Debian package redis-slidewin_VERSION-1_ARCH.deb, SHA256SUMS
+	@scripts/deps.sh dist
+	scripts/dist.sh $(MODULE) $(DIST_DIR)
+
+test-deb: dist ## The Debian package as an operator uses it (root): apt-get install, Debian's redis-server with the documented include answers CHECK, apt-get remove leaves a server that starts
+	scripts/test-deb.sh $(DIST_DIR)/redis-slidewin_$(VERSION)-1_$$(dpkg --print-architecture).deb
+
+test-fresh: ## make build and make run on a fresh Debian 12 container (root, Docker; 5-15 minutes): no test tool may be installed (scripts/fresh-machine.sh)
+	scripts/fresh-machine.sh
 
 docker: ## Build the image (IMAGE, REDIS_IMAGE, RUST_IMAGE; pulls the base images)
 	$(DOCKER_BUILD) -f docker/Dockerfile --build-arg REDIS_IMAGE=$(REDIS_IMAGE) \
@@ -131,16 +159,19 @@ docker: ## Build the image (IMAGE, REDIS_IMAGE, RUST_IMAGE; pulls the base image
 docker-run: ## Run the image on 127.0.0.1:PORT
 	docker run --rm -p 127.0.0.1:$(PORT):6379 $(IMAGE)
 
-test-docker: build ## For each of DOCKER_SERVERS: a stand-in image (no registry), docker/Dockerfile on it, the suite against containers
+test-docker: deps dist ## For each of DOCKER_SERVERS: a stand-in image (no registry), docker/Dockerfile on it with the module of make dist's tarball, the suite against containers
 	docker-compose -f docker/compose.yaml --profile cluster config -q
 	scripts/docker-context-check.sh
-	mkdir -p docker/prebuilt && cp $(MODULE) docker/prebuilt/libslidewin.so
+	mkdir -p docker/prebuilt
+	tar -xzf $(DIST_DIR)/slidewin-$(VERSION)-linux-$$(uname -m).tar.gz -O \
+		slidewin-$(VERSION)-linux-$$(uname -m)/libslidewin.so >docker/prebuilt/libslidewin.so
+	chmod 0755 docker/prebuilt/libslidewin.so
 	set -e; for s in $(DOCKER_SERVERS); do \
 		mod=$$(echo $$s | tr '.-' '__'); \
 		scripts/docker-standin.sh slidewin-standin:$$s $$s; \
 		$(DOCKER_BUILD) -q -f docker/Dockerfile --build-arg REDIS_IMAGE=slidewin-standin:$$s \
 			--build-arg RUST_IMAGE=slidewin-standin:$$s --build-arg PREBUILT=1 -t slidewin:test-$$s . >/dev/null; \
-		scripts/docker-smoke.sh slidewin:test-$$s $(MODULE); \
+		scripts/docker-smoke.sh slidewin:test-$$s docker/prebuilt/libslidewin.so; \
 		SLIDEWIN_TEST_BACKEND=docker SLIDEWIN_DOCKER_IMAGE=slidewin:test-$$s SLIDEWIN_DOCKER_SERVER=$$s \
 			cargo test --release --test check --test surface --test faults --test history \
 			--test multi --test fuzz --test parity --test examples --test top -- $$mod::; \
@@ -158,6 +189,6 @@ clean: ## Remove build output
 PARTITION_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
 PARTITION_RUNS ?= 20
 .PHONY: test-partitions
-test-partitions: build ## Partitions on real (namespaced) hosts: lost decisions and over-admission per configuration, PARTITION_RUNS (20) runs on each of PARTITION_SERVERS (root)
+test-partitions: deps build ## Partitions on real (namespaced) hosts: lost decisions and over-admission per configuration, PARTITION_RUNS (20) runs on each of PARTITION_SERVERS (root)
 	SLIDEWIN_PARTITION_RUNS=$(PARTITION_RUNS) SLIDEWIN_PARTITION_SERVERS="$(PARTITION_SERVERS)" \
 		cargo test --release --test partitions -- --ignored --nocapture full

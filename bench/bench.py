@@ -42,7 +42,9 @@ from statistics import median
 import redis
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODULE = os.environ.get("SLIDEWIN_MODULE", os.path.join(ROOT, "target/release/libslidewin.so"))
+# cargo's build folder: CARGO_TARGET_DIR (the Makefile exports it), else ./target.
+TARGET_DIR = os.path.abspath(os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target"))
+MODULE = os.environ.get("SLIDEWIN_MODULE", os.path.join(TARGET_DIR, "release", "libslidewin.so"))
 
 # The seed's script (ZREMRANGEBYSCORE, ZCARD, ZADD, EXPIRE), with the server
 # clock (TIME) instead of the client's and PEXPIRE to the window. As in the

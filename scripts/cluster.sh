@@ -7,11 +7,12 @@
 #   scripts/cluster.sh status    CLUSTER NODES of the first node
 #
 # Environment (defaults in brackets):
-#   CLUSTER_DIR   [$PWD/target/cluster]  one sub-directory per node, logs, pid files
+#   CLUSTER_DIR   [$CARGO_TARGET_DIR/cluster]  one sub-directory per node, logs, pid files
+#                 (CARGO_TARGET_DIR: cargo's build folder, ./target unless set)
 #   BASE_PORT     [30001]                nodes use BASE_PORT .. BASE_PORT+5 (bus: +10000)
 #   SERVER        [redis-server]         server binary (a valkey-server works too)
 #   CLI           [redis-cli]            client used for --cluster create
-#   MODULE        [target/release/libslidewin.so]  "none": no module (the FUNCTION library path)
+#   MODULE        [$CARGO_TARGET_DIR/release/libslidewin.so]  "none": no module (the FUNCTION library path)
 #   MODULE_ARGS   []                     e.g. "max-limit 1000"
 #   NODE_TIMEOUT  [5000]                 cluster-node-timeout in ms (failover speed)
 #   EXTRA_ARGS    []                     more server arguments for every node
@@ -19,11 +20,12 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-CLUSTER_DIR=${CLUSTER_DIR:-$here/target/cluster}
+target_dir=${CARGO_TARGET_DIR:-$here/target}
+CLUSTER_DIR=${CLUSTER_DIR:-$target_dir/cluster}
 BASE_PORT=${BASE_PORT:-30001}
 SERVER=${SERVER:-redis-server}
 CLI=${CLI:-redis-cli}
-MODULE=${MODULE:-$here/target/release/libslidewin.so}
+MODULE=${MODULE:-$target_dir/release/libslidewin.so}
 MODULE_ARGS=${MODULE_ARGS:-}
 NODE_TIMEOUT=${NODE_TIMEOUT:-5000}
 EXTRA_ARGS=${EXTRA_ARGS:-}

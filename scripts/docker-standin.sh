@@ -43,7 +43,7 @@ else
 fi
 copy_with_libs "$(command -v redis-cli)" redis-cli
 cp "$(readlink -f "$(command -v busybox)")" "$ctx/root/bin/busybox"
-for applet in sh cp mkdir ls cat rm chown; do ln -sf busybox "$ctx/root/bin/$applet"; done
+for applet in sh cp mkdir ls cat rm chown chmod; do ln -sf busybox "$ctx/root/bin/$applet"; done
 printf 'root:x:0:0:root:/root:/bin/sh\n%s:x:999:999:%s:/data:/bin/false\n' "$user" "$user" >"$ctx/root/etc/passwd"
 printf 'root:x:0:\n%s:x:999:\n' "$user" >"$ctx/root/etc/group"
 

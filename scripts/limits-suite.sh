@@ -3,7 +3,7 @@
 # storages (clients/python/slidewin/limits.py) on the four servers:
 #   1. downloads limits' published source distribution at the pinned
 #      version (pip download --no-binary, checked against its sha256) into
-#      target/limits-suite/ and unpacks it there (nothing of it is committed);
+#      $CARGO_TARGET_DIR/limits-suite/ (./target unless set) and unpacks it there (nothing of it is committed);
 #   2. runs its storage, strategy (moving window included) and concurrency
 #      tests, sync and async, with our pytest plugin
 #      (clients/python/tests/limits_plugin.py), which starts each server with
@@ -20,7 +20,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-$here/.venv/bin/python}
 LIMITS_VERSION=5.8.0
 LIMITS_SHA256=c9e0d74aed837e8f6f50d1fcebcf5fd8130957287206bc3799adaee5092655da
-cache=$here/target/limits-suite
+cache=${CARGO_TARGET_DIR:-$here/target}/limits-suite
 src=$cache/limits-$LIMITS_VERSION
 
 installed=$("$PYTHON" -c 'import importlib.metadata as m; print(m.version("limits"))' 2>/dev/null || true)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-configuration tables from the partition runs (make test-partitions).
 
-Reads target/partitions/<server>.runs.txt (one line per run, written by
+Reads $CARGO_TARGET_DIR/partitions/<server>.runs.txt (./target unless set) (one line per run, written by
 tests/partitions.rs) for each server given (default: the four) and prints one
 Markdown table per configuration, a row per server: what docs/operating.md ("Failover: what a decision is worth")
 shows.
@@ -40,7 +40,7 @@ def runs(path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dir", default="target/partitions")
+    ap.add_argument("--dir", default=os.path.join(os.environ.get("CARGO_TARGET_DIR") or "target", "partitions"))
     ap.add_argument("servers", nargs="*", default=SERVERS)
     args = ap.parse_args()
     data = {}

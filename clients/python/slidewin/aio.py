@@ -8,7 +8,21 @@ import redis
 import redis.asyncio
 
 from .decision import Decision, Rule
-from .limiter import CHECK, CHECK_ALL, PEEK, RECONNECT, Commands, Policy, _rule, _rules, library_code, with_timeout
+from .limiter import (
+    CHECK,
+    CHECK_ALL,
+    PEEK,
+    RECONNECT,
+    Commands,
+    Policy,
+    _rule,
+    _rules,
+    eval_code,
+    eval_sha,
+    library_code,
+    no_function_command,
+    with_timeout,
+)
 
 
 class AsyncLimiter:
@@ -29,12 +43,26 @@ class AsyncLimiter:
 
     async def _load_library(self) -> None:
         args = ["FUNCTION", "LOAD", "REPLACE", library_code()]
-        if self._cluster:
-            # Every primary holds its own copy of the library.
-            for node in self.client.get_primaries():
-                await node.execute_command(*args)
-        else:
-            await self.client.execute_command(*args)
+        try:
+            if self._cluster:
+                # Every primary holds its own copy of the library.
+                for node in self.client.get_primaries():
+                    await node.execute_command(*args)
+            else:
+                await self.client.execute_command(*args)
+        except redis.exceptions.RedisError as e:
+            if not no_function_command(e):
+                raise
+            self.policy.use_eval = True
+
+    async def _eval(self, fcall: list):
+        """As `Limiter._eval`: EVAL follows only NOSCRIPT, which means the
+        script did not run, so the call is never charged twice."""
+        command = Commands.as_eval(fcall, eval_sha())
+        try:
+            return await self.client.execute_command(*command)
+        except redis.exceptions.NoScriptError:
+            return await self.client.execute_command("EVAL", eval_code(), *command[2:])
 
     async def _send(self, build: Callable[[bool], list]):
         if not self.policy.use_function:
@@ -46,6 +74,8 @@ class AsyncLimiter:
                     raise
                 await self._load_library()
                 self.policy.use_function = True
+        if self.policy.use_eval:
+            return await self._eval(build(True))
         return await self.client.execute_command(*build(True))
 
     async def _reconnect(self) -> None:

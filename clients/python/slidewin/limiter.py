@@ -2,6 +2,8 @@
 `redis.cluster.RedisCluster`), with the local fast path, the outage policy
 and its circuit breaker, and the FUNCTION-library fallback."""
 
+import functools
+import hashlib
 import os
 import time
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
@@ -77,6 +79,33 @@ def library_code() -> str:
         return f.read()
 
 
+EVAL_FRAME_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "slidewin-eval.lua")
+
+
+@functools.lru_cache(maxsize=1)
+def eval_code() -> str:
+    """The library's EVAL form, for servers without FUNCTION, as
+    scripts/eval-script.sh prints it: the frame (scripts/slidewin-eval.lua)
+    with the library, less its `#!lua` line, in place of `-- @LIBRARY@`."""
+    with open(EVAL_FRAME_PATH, encoding="utf-8") as f:
+        frame = f.read()
+    library = library_code().split("\n", 1)[1]
+    return "".join(library if line == "-- @LIBRARY@\n" else line for line in frame.splitlines(keepends=True))
+
+
+@functools.lru_cache(maxsize=1)
+def eval_sha() -> str:
+    """The SHA-1 EVALSHA names the EVAL form by."""
+    return hashlib.sha1(eval_code().encode("utf-8")).hexdigest()
+
+
+def no_function_command(e: Exception) -> bool:
+    """Whether `e` says the server has no FUNCTION command (Redis 6.x, an
+    EVAL-only service): the library then runs in its EVAL form."""
+    text = str(e).lower()
+    return "function" in text and ("unknown command" in text or "doesn't exist in redis commands" in text)
+
+
 def is_unknown_command(e: Exception) -> bool:
     """Whether `e` says the module is not loaded: the server's "unknown
     command" reply, or a cluster client's refusal to route a command its
@@ -140,6 +169,14 @@ class Commands:
             return ["FCALL", "slidewin_undo", 1, key] + list(members)
         return ["SLIDEWIN.UNDO", key] + list(members)
 
+    @staticmethod
+    def as_eval(fcall: list, sha: str) -> list:
+        """An FCALL (or FCALL_RO) as the EVAL form takes it: EVALSHA sha
+        numkeys key ... function arg ..."""
+        name, numkeys = fcall[1], fcall[2]
+        keys, args = fcall[3 : 3 + numkeys], fcall[3 + numkeys :]
+        return ["EVALSHA", sha, numkeys] + keys + [name] + args
+
 
 class Attempt:
     """The retries of one call: TRYAGAIN's pauses within the budget, and
@@ -196,6 +233,7 @@ class Policy:
         self.breaker = CircuitBreaker(breaker_failures, breaker_pause_ms, clock)
         self.function_fallback = function_fallback
         self.use_function = False  # set once the module is found missing
+        self.use_eval = False  # and the library runs through EVALSHA: no FUNCTION
 
     @property
     def source(self) -> str:
@@ -394,7 +432,8 @@ class Limiter:
     refused: a caller refused is refused again without a round trip, for
     that cost and any higher one; a lower cost is asked of Redis (it may
     fit). Without the module (an unknown-command reply) it loads the
-    packaged FUNCTION library once and answers through FCALL.
+    packaged FUNCTION library once and answers through FCALL; on a server
+    without FUNCTION, through the library's EVAL form (EVALSHA).
     """
 
     def __init__(self, client, **options):
@@ -410,12 +449,29 @@ class Limiter:
 
     def _load_library(self) -> None:
         args = ["FUNCTION", "LOAD", "REPLACE", library_code()]
-        if self._cluster:
-            # Every primary holds its own copy of the library.
-            for node in self.client.get_primaries():
-                self.client.get_redis_connection(node).execute_command(*args)
-        else:
-            self.client.execute_command(*args)
+        try:
+            if self._cluster:
+                # Every primary holds its own copy of the library.
+                for node in self.client.get_primaries():
+                    self.client.get_redis_connection(node).execute_command(*args)
+            else:
+                self.client.execute_command(*args)
+        except redis.exceptions.RedisError as e:
+            if not no_function_command(e):
+                raise
+            self.policy.use_eval = True
+
+    def _eval(self, fcall: list):
+        """The library's call through EVALSHA, and EVAL when the server
+        lacks the script. Safe only because NOSCRIPT means the script did
+        not run: nothing was charged, so sending it with EVAL charges once.
+        No other error, nor a lost connection, is followed by a second send
+        (the call may have run)."""
+        command = Commands.as_eval(fcall, eval_sha())
+        try:
+            return self.client.execute_command(*command)
+        except redis.exceptions.NoScriptError:
+            return self.client.execute_command("EVAL", eval_code(), *command[2:])
 
     def _send(self, build: Callable[[bool], list]):
         """Runs one call on the module, or on the library once the module
@@ -429,6 +485,8 @@ class Limiter:
                     raise
                 self._load_library()
                 self.policy.use_function = True
+        if self.policy.use_eval:
+            return self._eval(build(True))
         return self.client.execute_command(*build(True))
 
     def _reconnect(self) -> None:

@@ -16,7 +16,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-MODULE = os.environ.get("SLIDEWIN_MODULE", os.path.join(ROOT, "target", "release", "libslidewin.so"))
+# cargo's build folder: CARGO_TARGET_DIR (the Makefile exports it), else ./target.
+TARGET_DIR = os.path.abspath(os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target"))
+MODULE = os.environ.get("SLIDEWIN_MODULE", os.path.join(TARGET_DIR, "release", "libslidewin.so"))
 SERVERS = ["redis-7.0", "redis-8.2", "valkey-8.1", "valkey-9.1"]
 START_DEADLINE_S = 15
 
@@ -38,6 +40,9 @@ class Server:
     """A server process on a free port in a temp dir, stopped gracefully,
     then killed; every wait has a deadline."""
 
+    #: Redis 7.0+ directives (a subclass for Redis 6.2 leaves them out).
+    debug_args = ["--enable-debug-command", "yes"]
+
     def __init__(self, name: str, module: bool = True, port: int = 0, args=(), module_args=()):
         self.name = name
         self.module = module
@@ -53,7 +58,7 @@ class Server:
         with `wait`, waits until it answers PING (not LOADING)."""
         args = [server_binary(self.name), "--port", str(self.port), "--bind", "127.0.0.1",
                 "--dir", self.dir, "--save", "", "--appendonly", "no", "--logfile", "server.log",
-                "--enable-debug-command", "yes"] + self.args + list(extra)
+                ] + self.debug_args + self.args + list(extra)
         if self.module:
             if not os.path.isfile(MODULE):
                 pytest.fail(f"module not built at {MODULE}: run make build")

