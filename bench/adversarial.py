@@ -164,7 +164,7 @@ def main():
         print(line, flush=True)
         lines.append(line)
 
-    module = os.environ.get("SLIDEWIN_MODULE", "target/release/libslidewin.so")
+    from bench import MODULE as module
     emit(f"\n## {a.server}, compact logs, {time.strftime('%Y-%m-%d')} ({module})\n")
     emit("| workload | time | peak memory | log | peak / (payload + log) | reply |")
     emit("|---|---:|---:|---:|---:|---|")

@@ -109,16 +109,35 @@ fn run_bound(flavor: Flavor) {
     let (next_score, next_member) = ((now + 1).to_string(), (MAX_RUNS + 1).to_string());
     let e = apply(
         &mut c,
-        &[b"k", b"ADD", next_score.as_bytes(), next_member.as_bytes(), b"1"],
+        &[
+            b"k",
+            b"ADD",
+            next_score.as_bytes(),
+            next_member.as_bytes(),
+            b"1",
+        ],
     )
     .expect_err("ADD past the run bound");
-    assert_eq!(e, format!("ERR the log would hold more than {MAX_RUNS} runs"));
-    assert_eq!(digest_value(&mut c, "k"), digest, "a refused ADD changed the log");
+    assert_eq!(
+        e,
+        format!("ERR the log would hold more than {MAX_RUNS} runs")
+    );
+    assert_eq!(
+        digest_value(&mut c, "k"),
+        digest,
+        "a refused ADD changed the log"
+    );
     // An entry continuing the last run is no new run: accepted.
     let last_score = now.to_string();
     apply(
         &mut c,
-        &[b"k", b"ADD", last_score.as_bytes(), next_member.as_bytes(), b"1"],
+        &[
+            b"k",
+            b"ADD",
+            last_score.as_bytes(),
+            next_member.as_bytes(),
+            b"1",
+        ],
     )
     .expect("an entry extending the last run");
     loads_again(&server, flavor, "k");
@@ -139,10 +158,20 @@ fn run_bound(flavor: Flavor) {
         .query::<i64>(&mut c)
         .map_err(|e| error_text(&e))
         .expect_err("an UNDO splitting a run past the bound");
-    assert_eq!(e, format!("ERR the log would hold more than {MAX_RUNS} runs"));
-    assert_eq!(digest_value(&mut c, "u"), digest, "a refused UNDO changed the log");
+    assert_eq!(
+        e,
+        format!("ERR the log would hold more than {MAX_RUNS} runs")
+    );
+    assert_eq!(
+        digest_value(&mut c, "u"),
+        digest,
+        "a refused UNDO changed the log"
+    );
     let e = apply(&mut c, &[b"u", b"REMOVE", middle.as_bytes()]).expect_err("REMOVE too");
-    assert_eq!(e, format!("ERR the log would hold more than {MAX_RUNS} runs"));
+    assert_eq!(
+        e,
+        format!("ERR the log would hold more than {MAX_RUNS} runs")
+    );
     // Its first member is no split: given back.
     let first = (half as u64 + 1).to_string();
     let n: i64 = redis::cmd("SLIDEWIN.UNDO")
@@ -160,7 +189,9 @@ fn run_bound(flavor: Flavor) {
     let e = apply(&mut c, &[b"big", b"LOG", &payload]).expect_err("2^24 + 1 runs");
     assert_eq!(
         e,
-        format!("ERR LOG payload is not a compact log: the log would hold more than {MAX_RUNS} runs")
+        format!(
+            "ERR LOG payload is not a compact log: the log would hold more than {MAX_RUNS} runs"
+        )
     );
     assert!(!exists(&mut c, "big"));
 }
