@@ -11,7 +11,8 @@ See docs/clients.md, section "Calling slidewin from an application".
 
 from .aio import AsyncLimiter
 from .decision import FALLBACK, FUNCTION, LOCAL_CACHE, REDIS, Decision, Rule
-from .limiter import ALLOW, DENY, LOCAL, Limiter, library_code, merge_top
+from .errors import SlidewinError, SlidewinModuleError
+from .limiter import ALLOW, DEFAULT_BACKENDS, DENY, FUNCTION_LIBRARY, LOCAL, MODULE, Limiter, library_code, merge_top
 
 __all__ = [
     "Limiter",
@@ -27,5 +28,10 @@ __all__ = [
     "FUNCTION",
     "LOCAL_CACHE",
     "FALLBACK",
+    "MODULE",
+    "FUNCTION_LIBRARY",
+    "DEFAULT_BACKENDS",
+    "SlidewinError",
+    "SlidewinModuleError",
 ]
 __version__ = "0.1.0"

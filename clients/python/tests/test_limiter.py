@@ -123,13 +123,13 @@ def test_outage_policies_answer_while_redis_is_down(server):
     for policy in (DENY, ALLOW, LOCAL):
         lim = Limiter(server.client(), outage=policy, timeout_ms=200, breaker_pause_ms=200)
         attempts = []
-        real = lim.client.execute_command
+        real = lim.link.execute
 
-        def counting(*args, **kw):
+        def counting(key, args):
             attempts.append(args[0])
-            return real(*args, **kw)
+            return real(key, args)
 
-        lim.client.execute_command = counting
+        lim.link.execute = counting
         down, back, load = _kill_and_restart(server, lim, lambda: lim.check(f"{policy}:k", 3, 60_000))
         assert all(d.source == FALLBACK for d in down), [d.source for d in down]
         allowed = [d.allowed for d in down]
