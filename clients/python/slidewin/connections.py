@@ -81,6 +81,30 @@ def _quietly(fn) -> None:
         pass
 
 
+def _fresh(conn) -> None:
+    """An idle connection the server closed meanwhile (a restart, a master
+    made a replica, an idle timeout) is opened again before anything is
+    sent on it, as redis-py's pools do: nothing was sent, nothing is lost."""
+    try:
+        stale = conn.can_read(timeout=0)
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+        stale = True
+    if stale:
+        conn.disconnect()
+        conn.connect()
+
+
+async def _afresh(conn) -> None:
+    """`_fresh` for asyncio connections."""
+    try:
+        stale = await conn.can_read_destructive()
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+        stale = True
+    if stale:
+        await conn.disconnect()
+        await conn.connect()
+
+
 def _is_cluster(client) -> bool:
     return isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster))
 
@@ -145,6 +169,10 @@ class Link:
         idle = self._idle_for(node)
         conn = idle.take()
         try:
+            # connect() first: a Sentinel connection asks for the master
+            # there (sending alone would connect to its default address).
+            conn.connect()
+            _fresh(conn)
             if asking:
                 conn.send_command("ASKING")
                 conn.read_response()
@@ -248,6 +276,8 @@ class AsyncLink:
         idle = self._idle_for(node)
         conn = idle.take()
         try:
+            await conn.connect()  # as in Link._once
+            await _afresh(conn)
             if asking:
                 await conn.send_command("ASKING")
                 await conn.read_response()
