@@ -174,11 +174,14 @@ class FunctionBackend(Backend):
         return "function not found" in str(e).lower()
 
     def absent(self, e):
-        return is_unknown_command(e) or self.lost(e)
+        # Refused (NOPERM) after its load was refused too: this user cannot
+        # use the library; the next backend, or SlidewinModuleError.
+        refused = self.install_error is not None and isinstance(e, redis.exceptions.NoPermissionError)
+        return is_unknown_command(e) or self.lost(e) or refused
 
     def why_absent(self, e):
         if self.install_error is not None:
-            return f"FUNCTION LOAD of the slidewin library was refused ({self.install_error}), and the library is not there ({e})"
+            return f"FUNCTION LOAD of the slidewin library was refused ({self.install_error}), and calling it failed too ({e})"
         return f"the FUNCTION library cannot answer ({e})"
 
     def check(self, rule, cost):
