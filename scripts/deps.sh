@@ -10,7 +10,9 @@
 #   busybox           the shell of the stand-in image that make test-docker builds
 #   node-redis        Debian's package of the official Node.js client, for examples/node
 #   go + redigo       Debian's golang-go and golang-github-gomodule-redigo-dev, for examples/go
-#   pytest            the Python client's tests (clients/python)
+#   pytest            the Python client's tests (clients/python); they also run
+#                     Debian's redis-server as a Sentinel (--sentinel) and make
+#                     TLS certificates with openssl
 #   limits            slidewin.limits and limits' own test suite (make test-limits)
 #   Flask-Limiter, slowapi  the framework examples (examples/python), with flask, fastapi, uvicorn
 #   valgrind          callgrind, for the benchmark's instructions per call (bench/instructions.py)
@@ -61,6 +63,8 @@ command -v "$BASE_PYTHON" >/dev/null 2>&1 || need_apt+=(python3)
 # Debian's python3 keeps venv (and the pip it seeds) in python3-venv.
 [ -x "$PYTHON" ] || "$BASE_PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 command -v busybox >/dev/null 2>&1 || need_apt+=(busybox-static)
+# openssl: certificates for the Python client's TLS test (clients/python/tests/test_connections.py).
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 # The benchmark's instruction counts (bench/instructions.py, make bench-smoke).
 { command -v valgrind && command -v callgrind_control; } >/dev/null 2>&1 || need_apt+=(valgrind)
 # The Node.js example runs on Debian's node-redis (the official `redis` client),

@@ -263,3 +263,36 @@ def test_a_wrong_password_is_raised_not_treated_as_an_outage(server):
             assert lim.policy.breaker.state == "closed"
     finally:
         redis.Redis(port=server.port, password="s3cret").config_set("requirepass", "")
+
+
+def test_answers_without_the_server_are_counted_and_logged_rate_limited(server, caplog):
+    import logging
+
+    lim = Limiter(server.client(), outage=DENY, timeout_ms=200, breaker_pause_ms=60_000)
+    assert lim.check("s", 1, 60_000).source == REDIS
+    assert lim.check("s", 1, 60_000).source == REDIS  # refused: cached
+    assert lim.check("s", 1, 60_000).source == LOCAL_CACHE
+    server.kill()
+    with caplog.at_level(logging.WARNING, logger="slidewin"):
+        answers = [lim.check(f"k{i}", 5, 60_000) for i in range(20)]
+    assert all(a.source == FALLBACK and not a.allowed for a in answers)
+    assert lim.stats()["decisions"] == {
+        "redis": {"decided": 2},
+        "local-cache": {"denied-before": 1},
+        "fallback": {"connection": 1, "breaker-open": 19},
+    }
+    assert lim.stats()["breaker"] == {"state": "open", "opened": 1}
+    messages = [r.getMessage() for r in caplog.records if r.name == "slidewin"]
+    assert all(r.levelname == "WARNING" for r in caplog.records if r.name == "slidewin")
+    # One record each: the breaker opening, the connection failure, the
+    # first answer while open; 18 more held back (rate-limited).
+    assert len(messages) == 3, messages
+    assert "circuit breaker opened (connection" in messages[0] and "'deny'" in messages[0]
+    assert "Redis did not decide (connection" in messages[1] and "refused the call" in messages[1]
+    assert "Redis did not decide (breaker-open)" in messages[2]
+    # With no rate limit, the record after a held-back run says how many.
+    lim.policy.stats._log_every_ms = 0
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="slidewin"):
+        lim.check("again", 5, 60_000)
+    assert "(18 more like it not logged since the last record)" in caplog.records[-1].getMessage()
