@@ -66,6 +66,13 @@ def test_reports_name_no_key_by_default(server):
         for secret in ("8613800000042", "9.9.9.9", "alice", "\\xff", "\ufffd"):
             assert secret not in out.stdout, (fmt, secret, out.stdout)
         assert "sms:limit:phone:*" in out.stdout and "sms:limit:*" in out.stdout and "login:*" in out.stdout
+    # The slow log's entries name keys in their arguments: only the command is shown.
+    server.client().config_set("slowlog-log-slower-than", 0)  # this CHECK goes into the slow log, with its key
+    lim.check(PHONE, 1, 60_000)
+    server.client().config_set("slowlog-log-slower-than", 10_000_000)
+    out = health(server, "--slow-ms", "0")
+    assert re.search(r"^\s+\d+ µs  slidewin\.check$", out.stdout, re.M), out.stdout
+    assert "8613800000042" not in out.stdout and "9.9.9.9" not in out.stdout
     # The patterns are few: one row per pattern, keys of one pattern added up.
     text = health(server).stdout
     assert re.search(r"B  sms:limit:phone:\* \(2 keys\)", text), text
