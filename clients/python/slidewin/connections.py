@@ -105,22 +105,6 @@ async def _afresh(conn) -> None:
         await conn.connect()
 
 
-def _is_cluster(client) -> bool:
-    return isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster))
-
-
-def describe(client) -> str:
-    """What kind of connection the limiter was given (for errors and logs)."""
-    if _is_cluster(client):
-        return "cluster"
-    pool = getattr(client, "connection_pool", None)
-    if pool is None:
-        return type(client).__name__
-    if hasattr(pool, "service_name"):
-        return f"sentinel service {pool.service_name!r}"
-    return pool.connection_class.__name__
-
-
 class Link:
     """Sends one command, once, on a connection of the limiter's own
     (sync clients: `redis.Redis` on any pool, `redis.cluster.RedisCluster`)."""
@@ -339,4 +323,4 @@ class AsyncLink:
     close = reconnect
 
 
-__all__ = ["Link", "AsyncLink", "describe", "MAX_REDIRECTS"]
+__all__ = ["Link", "AsyncLink", "MAX_REDIRECTS"]

@@ -12,7 +12,7 @@ import redis
 
 from . import decision as d
 from . import stats as st
-from .connections import Link, describe
+from .connections import Link
 from .decision import Decision, Rule
 from .errors import SlidewinModuleError
 from .local import CircuitBreaker, DenialCache, LocalWindows, key_bytes, monotonic_ms
@@ -712,4 +712,4 @@ def _as_text(raw: bytes) -> Union[str, bytes]:
 
 
 __all__ = ["Limiter", "Policy", "Backend", "Chain", "BACKENDS", "DEFAULT_BACKENDS", "MODULE", "FUNCTION_LIBRARY",
-           "DENY", "ALLOW", "LOCAL", "merge_top", "library_code", "describe"]
+           "DENY", "ALLOW", "LOCAL", "merge_top", "library_code"]
