@@ -20,7 +20,7 @@ import redis.asyncio.sentinel
 from redis.sentinel import Sentinel
 
 from slidewin import FALLBACK, REDIS, AsyncLimiter, Limiter
-from conftest import SERVERS, Server, entries, free_port, server_binary
+from conftest import SERVERS, Server, count_sends, entries, free_port, server_binary
 from test_errors import eventually, raw, within
 
 SENTINEL_SERVER = "redis-7.0"  # Debian's redis-server: it runs as a Sentinel too
@@ -170,14 +170,7 @@ def test_a_sentinel_failover_under_load_charges_nothing_twice(sentinel_set):
     s = sentinel_set
     old_master, old_replica = s.master, s.replica
     lim = Limiter(s.sentinel.master_for("mymaster"), timeout_ms=500, breaker_pause_ms=100)
-    sends = []
-    real = lim.link.execute
-
-    def counting(key, args):
-        sends.append(args[0])
-        return real(key, args)
-
-    lim.link.execute = counting
+    sends = count_sends(lim)
     decisions, errors = [], []
     stop = threading.Event()
 

@@ -9,7 +9,7 @@ import time
 import redis
 import redis.asyncio
 from slidewin import ALLOW, DENY, FALLBACK, FUNCTION, LOCAL, LOCAL_CACHE, REDIS, AsyncLimiter, Limiter, Rule, merge_top
-from conftest import entries
+from conftest import count_sends, entries
 
 
 def test_check_allows_then_denies_with_details(store_server):
@@ -122,14 +122,7 @@ def test_outage_policies_answer_while_redis_is_down(server):
     results = {}
     for policy in (DENY, ALLOW, LOCAL):
         lim = Limiter(server.client(), outage=policy, timeout_ms=200, breaker_pause_ms=200)
-        attempts = []
-        real = lim.link.execute
-
-        def counting(key, args):
-            attempts.append(args[0])
-            return real(key, args)
-
-        lim.link.execute = counting
+        attempts = count_sends(lim)
         down, back, load = _kill_and_restart(server, lim, lambda: lim.check(f"{policy}:k", 3, 60_000))
         assert all(d.source == FALLBACK for d in down), [d.source for d in down]
         allowed = [d.allowed for d in down]
