@@ -19,8 +19,8 @@ use redis_module::{raw, Context};
 use crate::ffi::module_type::{ModuleType, TypeValue};
 use crate::ffi::{Arg, ModuleString, Propagate, StoreError, Word, MAX_WORDS};
 use crate::relocate::Relocate;
+use crate::store::compact::effect::{Effect, Token};
 use crate::store::compact::{CompactLog, Run};
-use crate::store::effect::{Effect, Token};
 use crate::store::zset::Key;
 use crate::window::{NoFreeMember, WindowLog};
 

@@ -5,7 +5,15 @@
 
 use proptest::prelude::*;
 
-use super::*;
+use super::chunk::*;
+use super::chunked::*;
+use super::codec::*;
+use super::log::*;
+use super::rice::*;
+use super::run::*;
+use super::spare::*;
+use super::CompactLog;
+use crate::window::WindowLog;
 use crate::window::{self, KeyedRule, MemoryLog, Rule, Want};
 
 /// UNDO on the model: removes member `id`.
@@ -254,7 +262,7 @@ proptest! {
         }
         let before = log.clone();
         let args: Vec<&[u8]> = words.iter().map(|w| w.as_slice()).collect();
-        match crate::store::effect::Effect::parse(&args) {
+        match crate::store::compact::effect::Effect::parse(&args) {
             Err(e) => prop_assert!(e.starts_with("ERR "), "{e}"),
             Ok(effect) => match effect.apply(&mut log) {
                 Err(e) => {
