@@ -96,8 +96,10 @@ def _fresh(conn) -> None:
 
 async def _afresh(conn) -> None:
     """`_fresh` for asyncio connections."""
+    # can_read (redis-py 8), else its older name can_read_destructive.
+    can_read = getattr(conn, "can_read", None) or conn.can_read_destructive
     try:
-        stale = await conn.can_read_destructive()
+        stale = await can_read()
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
         stale = True
     if stale:

@@ -80,11 +80,12 @@ def library_code() -> str:
 
 
 def is_unknown_command(e: Exception) -> bool:
-    """Whether `e` says the server does not know the command sent: its
+    """Whether `e` says the server does not know one of slidewin's commands
+    (`SLIDEWIN.*`, or `FCALL slidewin_*` on a server without FUNCTION): its
     "unknown command" reply, or a cluster client's refusal to route a
     command its COMMAND table lacks."""
     text = str(e).lower()
-    return "unknown command" in text or "doesn't exist in redis commands" in text
+    return "slidewin" in text and ("unknown command" in text or "doesn't exist in redis commands" in text)
 
 
 # -- the backends: who answers, in the order the limiter tries them --------

@@ -12,7 +12,9 @@ import time
 import pytest
 import redis
 import redis.asyncio
+from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
+from redis.retry import Retry
 
 from slidewin import FALLBACK, AsyncLimiter, Limiter
 from conftest import entries
@@ -29,8 +31,17 @@ class Held:
         self.thread = threading.Thread(target=lambda: redis.Redis(port=server.port).execute_command("DEBUG", "SLEEP", HOLD_S))
 
     def start(self):
+        probe = redis.Redis(port=self.server.port, socket_timeout=0.05, retry=Retry(NoBackoff(), 0))
+        probe.ping()
         self.thread.start()
-        time.sleep(0.1)  # the sleep has begun
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until the server stops answering: the sleep has begun
+            try:
+                probe.ping()
+            except redis.exceptions.TimeoutError:
+                return
+            time.sleep(0.005)
+        pytest.fail("the server never started sleeping")
 
     def __enter__(self):
         self.start()
