@@ -26,7 +26,9 @@
 #   busybox           the shell of the stand-in image that make test-docker builds
 #   node-redis        Debian's package of the official Node.js client, for examples/node
 #   go + redigo       Debian's golang-go and golang-github-gomodule-redigo-dev, for examples/go
-#   pytest            the Python client's tests (clients/python)
+#   pytest            the Python client's tests (clients/python); they also run
+#                     Debian's redis-server as a Sentinel (--sentinel) and make
+#                     TLS certificates with openssl
 #   limits            slidewin.limits and limits' own test suite (make test-limits)
 #   Flask-Limiter, slowapi  the framework examples (examples/python), with flask, fastapi, uvicorn
 #   valgrind          callgrind, for the benchmark's instructions per call (bench/instructions.py)
@@ -105,6 +107,8 @@ if [ "$MODE" = run ]; then
 fi
 
 if [ "$MODE" = test ]; then
+  # openssl: certificates for the Python client's TLS test (clients/python/tests/test_connections.py).
+  command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
   command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
   { command -v redis-cli && command -v redis-benchmark; } >/dev/null 2>&1 || need_apt+=(redis-tools)
   # (apt takes a name twice without complaint; listed once below)

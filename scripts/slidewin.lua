@@ -160,6 +160,9 @@ local function parse_options(args, from, write)
     local i = from
     while i <= #args do
         local opt = string.upper(args[i])
+        if not write and opt == 'WITHMEMBERS' then
+            return nil, 'ERR PEEK records nothing, so it takes no WITHMEMBERS (CHECK and MCHECK do)'
+        end
         local known = opt == 'COST' or opt == 'DETAIL' or (write and opt == 'WITHMEMBERS')
         if not known then
             local shown = args[i]:sub(1, 32):gsub('[^%w%p ]', function(c)
@@ -176,7 +179,7 @@ local function parse_options(args, from, write)
             if i == #args then return nil, 'ERR COST needs a count' end
             o.cost = int_in(args[i + 1], MAX_LIMIT)
             if not o.cost then
-                return nil, 'ERR COST count must be an integer between 1 and ' .. MAX_LIMIT
+                return nil, 'ERR COST count must be an integer between 1 and ' .. MAX_LIMIT .. ' (slidewin.max-limit)'
             end
             i = i + 2
         else
@@ -190,9 +193,9 @@ end
 
 local function limit_and_window(l, w)
     local limit = int_in(l, MAX_LIMIT)
-    if not limit then return nil, nil, 'ERR limit must be an integer between 1 and ' .. MAX_LIMIT end
+    if not limit then return nil, nil, 'ERR limit must be an integer between 1 and ' .. MAX_LIMIT .. ' (slidewin.max-limit)' end
     local window = int_in(w, MAX_WINDOW)
-    if not window then return nil, nil, 'ERR window_ms must be an integer between 1 and ' .. MAX_WINDOW end
+    if not window then return nil, nil, 'ERR window_ms must be an integer between 1 and ' .. MAX_WINDOW .. ' (slidewin.max-window-ms)' end
     return limit, window
 end
 

@@ -55,7 +55,8 @@ struct Options {
 
 /// Parses `[COST count] [DETAIL] [WITHMEMBERS] [WITHOLDEST]`; PEEK takes
 /// COST, DETAIL (it always replies in detail, so DETAIL changes nothing)
-/// and WITHOLDEST, not WITHMEMBERS (it adds nothing); MCHECK (several
+/// and WITHOLDEST, not WITHMEMBERS (it records nothing: the error says so,
+/// rather than "unknown option"); MCHECK (several
 /// windows, `single` false) takes every option but WITHOLDEST.
 fn parse_options<'a>(
     args: &mut impl Iterator<Item = &'a [u8]>,
@@ -91,6 +92,8 @@ fn parse_options<'a>(
         } else if write && option.eq_ignore_ascii_case(b"WITHMEMBERS") {
             once(&mut seen_members, "WITHMEMBERS")?;
             o.with_members = true;
+        } else if !write && option.eq_ignore_ascii_case(b"WITHMEMBERS") {
+            return Err(ArgError::PeekMembers);
         } else if single && option.eq_ignore_ascii_case(b"WITHOLDEST") {
             once(&mut seen_oldest, "WITHOLDEST")?;
             o.with_oldest = true;
@@ -182,6 +185,8 @@ pub enum ArgError {
     UnknownOption(String),
     /// An option given twice.
     RepeatedOption(&'static str),
+    /// PEEK was given WITHMEMBERS: it records nothing, so has no members.
+    PeekMembers,
     /// MCHECK's `numrules` is not an integer in `1..=MAX_RULES`.
     NumRules,
     /// TOP's `count` is not an integer in `1..=MAX_TOP_COUNT`.
@@ -195,16 +200,28 @@ impl fmt::Display for ArgError {
         match self {
             ArgError::WrongArity => f.write_str("ERR wrong number of arguments"),
             ArgError::Limit { max } => {
-                write!(f, "ERR limit must be an integer between 1 and {max}")
+                write!(
+                    f,
+                    "ERR limit must be an integer between 1 and {max} (slidewin.max-limit)"
+                )
             }
             ArgError::Window { max } => {
-                write!(f, "ERR window_ms must be an integer between 1 and {max}")
+                write!(
+                    f,
+                    "ERR window_ms must be an integer between 1 and {max} (slidewin.max-window-ms)"
+                )
             }
             ArgError::Count { max } => {
-                write!(f, "ERR COST count must be an integer between 1 and {max}")
+                write!(
+                    f,
+                    "ERR COST count must be an integer between 1 and {max} (slidewin.max-limit)"
+                )
             }
             ArgError::MissingCount => f.write_str("ERR COST needs a count"),
             ArgError::UnknownOption(name) => write!(f, "ERR unknown option '{name}'"),
+            ArgError::PeekMembers => f.write_str(
+                "ERR PEEK records nothing, so it takes no WITHMEMBERS (CHECK and MCHECK do)",
+            ),
             ArgError::RepeatedOption(name) => {
                 write!(f, "ERR option {name} given more than once")
             }

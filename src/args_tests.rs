@@ -180,7 +180,7 @@ fn invalid_requests() {
         (
             Command::Peek,
             &["5", "1000", "WITHMEMBERS"],
-            ArgError::UnknownOption("WITHMEMBERS".into()),
+            ArgError::PeekMembers,
         ),
         (
             Command::Peek,
@@ -291,18 +291,18 @@ fn configured_bounds_apply() {
 fn error_texts_name_the_argument_and_range() {
     assert_eq!(
         ArgError::Limit { max: 100_000 }.to_string(),
-        "ERR limit must be an integer between 1 and 100000"
+        "ERR limit must be an integer between 1 and 100000 (slidewin.max-limit)"
     );
     assert_eq!(
         ArgError::Window {
             max: DEFAULT_MAX_WINDOW_MS
         }
         .to_string(),
-        "ERR window_ms must be an integer between 1 and 31622400000"
+        "ERR window_ms must be an integer between 1 and 31622400000 (slidewin.max-window-ms)"
     );
     assert_eq!(
         ArgError::Count { max: 7 }.to_string(),
-        "ERR COST count must be an integer between 1 and 7"
+        "ERR COST count must be an integer between 1 and 7 (slidewin.max-limit)"
     );
     assert_eq!(
         ArgError::UnknownOption(printable(b"bad\r\n\xff")).to_string(),

@@ -404,8 +404,9 @@ fn foreign_sorted_set(flavor: Flavor) {
 fn bad_arguments(flavor: Flavor) {
     let server = start(flavor);
     let mut c = server.conn();
-    const LIMIT: &str = "ERR limit must be an integer between 1 and 100000";
-    const WINDOW: &str = "ERR window_ms must be an integer between 1 and 31622400000";
+    const LIMIT: &str = "ERR limit must be an integer between 1 and 100000 (slidewin.max-limit)";
+    const WINDOW: &str =
+        "ERR window_ms must be an integer between 1 and 31622400000 (slidewin.max-window-ms)";
     let cases: &[(&[u8], &[u8], &str)] = &[
         (b"0", b"1000", LIMIT),
         (b"-1", b"1000", LIMIT),

@@ -194,11 +194,11 @@ fn mcheck_errors(flavor: Flavor) {
         (&["2", "{e}:z", "5", "60000"], RULES),
         (
             &["1", "{e}:z", "0", "60000"],
-            "ERR limit must be an integer between 1 and 100000",
+            "ERR limit must be an integer between 1 and 100000 (slidewin.max-limit)",
         ),
         (
             &["1", "{e}:z", "5", "0"],
-            "ERR window_ms must be an integer between 1 and 31622400000",
+            "ERR window_ms must be an integer between 1 and 31622400000 (slidewin.max-window-ms)",
         ),
         (
             &["1", "{e}:z", "5", "60000", "PEEK"],
@@ -206,7 +206,7 @@ fn mcheck_errors(flavor: Flavor) {
         ),
         (
             &["1", "{e}:z", "5", "60000", "COST", "0"],
-            "ERR COST count must be an integer between 1 and 100000",
+            "ERR COST count must be an integer between 1 and 100000 (slidewin.max-limit)",
         ),
         (
             &["1", "{e}:z", "5"],

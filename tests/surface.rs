@@ -300,22 +300,22 @@ fn option_errors(flavor: Flavor) {
         (
             "SLIDEWIN.CHECK",
             &[b"k", b"5", b"1000", b"COST", b"0"],
-            "ERR COST count must be an integer between 1 and 100000",
+            "ERR COST count must be an integer between 1 and 100000 (slidewin.max-limit)",
         ),
         (
             "SLIDEWIN.CHECK",
             &[b"k", b"5", b"1000", b"COST", b"-2"],
-            "ERR COST count must be an integer between 1 and 100000",
+            "ERR COST count must be an integer between 1 and 100000 (slidewin.max-limit)",
         ),
         (
             "SLIDEWIN.CHECK",
             &[b"k", b"5", b"1000", b"COST", b"1.5"],
-            "ERR COST count must be an integer between 1 and 100000",
+            "ERR COST count must be an integer between 1 and 100000 (slidewin.max-limit)",
         ),
         (
             "SLIDEWIN.CHECK",
             &[b"k", b"5", b"1000", b"COST", b"100001"],
-            "ERR COST count must be an integer between 1 and 100000",
+            "ERR COST count must be an integer between 1 and 100000 (slidewin.max-limit)",
         ),
         (
             "SLIDEWIN.CHECK",
@@ -330,17 +330,17 @@ fn option_errors(flavor: Flavor) {
         (
             "SLIDEWIN.PEEK",
             &[b"k", b"5", b"1000", b"WITHMEMBERS"],
-            "ERR unknown option 'WITHMEMBERS'",
+            "ERR PEEK records nothing, so it takes no WITHMEMBERS (CHECK and MCHECK do)",
         ),
         (
             "SLIDEWIN.PEEK",
             &[b"k", b"0", b"1000"],
-            "ERR limit must be an integer between 1 and 100000",
+            "ERR limit must be an integer between 1 and 100000 (slidewin.max-limit)",
         ),
         (
             "SLIDEWIN.PEEK",
             &[b"k", b"5", b"0"],
-            "ERR window_ms must be an integer between 1 and 31622400000",
+            "ERR window_ms must be an integer between 1 and 31622400000 (slidewin.max-window-ms)",
         ),
         (
             "SLIDEWIN.PEEK",
@@ -607,18 +607,18 @@ fn config_load_and_runtime(flavor: Flavor) {
     let err = slidewin(&mut c, "SLIDEWIN.CHECK", &["k", "11", "1000"]).expect_err("limit");
     assert_eq!(
         error_text(&err),
-        "ERR limit must be an integer between 1 and 10"
+        "ERR limit must be an integer between 1 and 10 (slidewin.max-limit)"
     );
     let err = slidewin(&mut c, "SLIDEWIN.CHECK", &["k", "5", "5001"]).expect_err("window");
     assert_eq!(
         error_text(&err),
-        "ERR window_ms must be an integer between 1 and 5000"
+        "ERR window_ms must be an integer between 1 and 5000 (slidewin.max-window-ms)"
     );
     let err =
         slidewin(&mut c, "SLIDEWIN.CHECK", &["k", "5", "1000", "COST", "11"]).expect_err("cost");
     assert_eq!(
         error_text(&err),
-        "ERR COST count must be an integer between 1 and 10"
+        "ERR COST count must be an integer between 1 and 10 (slidewin.max-limit)"
     );
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
@@ -654,7 +654,7 @@ fn config_load_and_runtime(flavor: Flavor) {
     let err = slidewin(&mut c, "SLIDEWIN.CHECK", &["k", "1001", "1000"]).expect_err("limit");
     assert_eq!(
         error_text(&err),
-        "ERR limit must be an integer between 1 and 1000"
+        "ERR limit must be an integer between 1 and 1000 (slidewin.max-limit)"
     );
 }
 

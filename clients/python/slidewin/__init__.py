@@ -11,7 +11,8 @@ See docs/clients.md, section "Calling slidewin from an application".
 
 from .aio import AsyncLimiter
 from .decision import FALLBACK, FUNCTION, LOCAL_CACHE, REDIS, Decision, Rule
-from .limiter import ALLOW, DENY, LOCAL, Limiter, eval_code, library_code, merge_top
+from .errors import SlidewinError, SlidewinModuleError
+from .limiter import ALLOW, DEFAULT_BACKENDS, DENY, FUNCTION_LIBRARY, LOCAL, MODULE, SCRIPT, Limiter, eval_code, library_code, merge_top
 
 __all__ = [
     "Limiter",
@@ -20,7 +21,6 @@ __all__ = [
     "Rule",
     "merge_top",
     "library_code",
-    "eval_code",
     "DENY",
     "ALLOW",
     "LOCAL",
@@ -28,5 +28,12 @@ __all__ = [
     "FUNCTION",
     "LOCAL_CACHE",
     "FALLBACK",
+    "MODULE",
+    "FUNCTION_LIBRARY",
+    "SCRIPT",
+    "DEFAULT_BACKENDS",
+    "eval_code",
+    "SlidewinError",
+    "SlidewinModuleError",
 ]
 __version__ = "0.1.0"

@@ -1,7 +1,7 @@
 """The answer of a check: `Decision`, and its HTTP headers."""
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 #: Where a decision came from.
 REDIS = "redis"  # the module (SLIDEWIN.*)
@@ -12,9 +12,10 @@ FALLBACK = "fallback"  # Redis unreachable or slow: the outage policy answered
 
 @dataclass(frozen=True)
 class Rule:
-    """At most `limit` calls in any trailing `window_ms`, on `key`."""
+    """At most `limit` calls in any trailing `window_ms`, on `key` (str,
+    sent as UTF-8, or bytes, sent as they are)."""
 
-    key: str
+    key: Union[str, bytes]
     limit: int
     window_ms: int
 
@@ -46,9 +47,9 @@ class Decision:
     per_rule: Tuple["Decision", ...] = field(default=(), repr=False)
 
     @property
-    def keys(self) -> List[str]:
+    def keys(self) -> List[Union[str, bytes]]:
         """The distinct keys of the rules, in order."""
-        seen: List[str] = []
+        seen: List[Union[str, bytes]] = []
         for r in self.rules:
             if r.key not in seen:
                 seen.append(r.key)

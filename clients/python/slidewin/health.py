@@ -1,7 +1,7 @@
-"""`python -m slidewin health [redis-url]`: the seeds' monitoring checks in
-one report, with an exit status for cron or CI.
+"""`python -m slidewin health [redis-url]`: a rate limiter's monitoring checks
+in one report, with an exit status for cron or CI.
 
-Thresholds (the second seed's): round-trip latency p99 over 5 ms; a limiter
+Thresholds (each has an option below): round-trip latency p99 over 5 ms; a limiter
 key over 1 MB (MEMORY USAGE); slow-log entries over 10 ms naming SLIDEWIN
 or the sorted-set commands; `evicted_keys` above 0 (an evicted limiter key
 forgets its entries: its caller gets a fresh window). A `maxmemory-policy`
@@ -25,17 +25,35 @@ server's (`--ping-interval-ms` adds one, as redis-cli's 10 ms).
 Limiter keys are found by a bounded SCAN of the sorted sets (all keys by
 default; `--match` narrows it): the report counts those that look like a
 limiter's log (a TTL, and scores that are times in milliseconds, as
-slidewin, its FUNCTION library and the seed script write them), and every
-compact log (`slidewin.log-type compact`: the type `slidewlog`), and shows
-the biggest by MEMORY USAGE.
+slidewin, its FUNCTION library and the Lua script slidewin replaces write
+them), and every compact log (`slidewin.log-type compact`: the type
+`slidewlog`), and shows the biggest by MEMORY USAGE. (The Lua script
+slidewin replaces: the usual sorted-set limiter run by EVAL, which trims
+with ZREMRANGEBYSCORE, counts with ZCARD and adds a `<ms>-<uuid>` member
+with ZADD, on the client's clock.)
+
+Key names say who is limited (phone numbers, addresses, user ids), and a
+report goes to files, dashboards and chat. So the report names keys by
+pattern by default: `sms:limit:203.0.113.7` is shown as `sms:limit:*`,
+keys of one pattern added up (`--key-names pattern`). `--key-names hash`
+shows a keyed hash of each name instead (HMAC-SHA256 with the secret in
+SLIDEWIN_KEY_HASH_SECRET: stable across reports, unreadable without the
+secret). `--key-names raw` shows the names themselves, and the slow log's
+arguments: only where the report stays as private as the data.
 """
 
 import argparse
+import hashlib
+import hmac
+import os
+import re
 import sys
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import redis
+
+from .local import key_bytes
 
 LATENCY_MS = 5.0
 LATENCY_SECONDS = 1.0
@@ -54,6 +72,76 @@ MS_TIME_RANGE = (10**12, 10**13)
 COMPACT_TYPE = "slidewlog"
 # Policies under which a server with a maxmemory evicts keys with a TTL.
 EVICTING = ("allkeys-", "volatile-")
+# How key names appear in the report (--key-names).
+PATTERN, HASH, RAW = "pattern", "hash", "raw"
+KEY_NAMES = (PATTERN, HASH, RAW)
+# The secret of --key-names hash.
+HASH_SECRET_ENV = "SLIDEWIN_KEY_HASH_SECRET"
+# A segment of a key name kept in its pattern: letters, '_' and '-' only.
+_WORD = re.compile(rb"[A-Za-z_-]+")
+
+
+def key_pattern(key) -> str:
+    """A key's shape without who it limits: the `:`-separated segments
+    made of letters (`sms`, `limit`, `ip`) are kept, every other segment
+    (numbers, addresses, phone numbers, names: anything with a digit or a
+    sign, and always the last segment) becomes `*`.
+    `sms:limit:9.9.9.9` and `sms:limit:+8613800000000` are `sms:limit:*`,
+    `login:alice` is `login:*`."""
+    parts = key_bytes(key).split(b":")
+    out = [p.decode("ascii") if _WORD.fullmatch(p) and i < len(parts) - 1 else "*" for i, p in enumerate(parts)]
+    return ":".join(out)
+
+
+def key_hash(key, secret: bytes) -> str:
+    """A keyed hash of a key's name (HMAC-SHA256, 16 hex digits): the same
+    key gives the same label in every report made with the same secret, and
+    the name cannot be read back or guessed from it without the secret."""
+    return "h:" + hmac.new(secret, key_bytes(key), hashlib.sha256).hexdigest()[:16]
+
+
+def raw_name(key) -> str:
+    """The key's name as text: UTF-8, other bytes as \\xNN escapes."""
+    return key_bytes(key).decode("utf-8", errors="backslashreplace")
+
+
+class KeyNames:
+    """How the report names keys: `pattern` (default: `key_pattern`, keys of
+    one pattern added up), `hash` (`key_hash`, needs a secret) or `raw`
+    (the names themselves: phone numbers, addresses, user ids go wherever
+    the report goes)."""
+
+    def __init__(self, mode: str = PATTERN, secret: Optional[bytes] = None):
+        if mode not in KEY_NAMES:
+            raise ValueError(f"key names must be one of {KEY_NAMES}, got {mode!r}")
+        if mode == HASH and not secret:
+            raise ValueError(f"--key-names hash needs a secret in the environment variable {HASH_SECRET_ENV}")
+        self.mode = mode
+        self.secret = secret
+
+    def name(self, key) -> str:
+        if self.mode == RAW:
+            return raw_name(key)
+        if self.mode == HASH:
+            return key_hash(key, self.secret)
+        return key_pattern(key)
+
+    def biggest(self, sizes: List[Tuple[int, bytes]], top: int) -> List[Dict]:
+        """The `top` biggest, by name: with patterns, one row per pattern
+        (its biggest key's bytes and how many keys it has)."""
+        rows: Dict[str, Dict] = {}
+        for size, key in sorted(sizes, reverse=True):
+            row = rows.setdefault(self.name(key), {"key": self.name(key), "bytes": size, "keys": 0})
+            row["keys"] += 1
+        return sorted(rows.values(), key=lambda r: (-r["bytes"], r["key"]))[:top]
+
+    def top(self, entries: Iterable[Tuple[bytes, int, int]], top: int) -> List[Tuple[str, int, int]]:
+        """SLIDEWIN.TOP's keys by name, counts and bounds added per name."""
+        merged: Dict[str, Tuple[int, int]] = {}
+        for key, count, error in entries:
+            c, e = merged.get(self.name(key), (0, 0))
+            merged[self.name(key)] = (c + count, e + error)
+        return sorted(((k, c, e) for k, (c, e) in merged.items()), key=lambda t: (-t[1], t[0]))[:top]
 
 
 def percentile(values: List[float], p: float) -> float:
@@ -125,7 +213,7 @@ def scan_limiter_keys(r: redis.Redis, match: str, scan_limit: int) -> Dict:
                 for key in limiters:
                     pipe.memory_usage(key, samples=0)
                 for key, size in zip(limiters, pipe.execute()):
-                    found.append((int(size or 0), _text(key)))
+                    found.append((int(size or 0), key_bytes(key)))
         if int(cursor) == 0 or steps * SCAN_COUNT >= scan_limit:
             break
     return {
@@ -153,7 +241,7 @@ def scan_compact_logs(r: redis.Redis, match: str, scan_limit: int) -> Dict:
             for key in keys:
                 pipe.memory_usage(key, samples=0)
             for key, size in zip(keys, pipe.execute()):
-                found.append((int(size or 0), _text(key)))
+                found.append((int(size or 0), key_bytes(key)))
         if int(cursor) == 0 or steps * SCAN_COUNT >= scan_limit:
             break
     return {"limiter_keys": found, "complete": int(cursor) == 0}
@@ -170,9 +258,14 @@ def gather(
     latency_ms: float = LATENCY_MS,
     big_key_bytes: int = BIG_KEY_BYTES,
     slow_us: int = SLOW_US,
+    key_names: Optional[KeyNames] = None,
+    limiters: Iterable = (),
 ) -> Dict:
     """Asks the server everything the report shows; the thresholds default
-    to the seeds'."""
+    to the ones in the module's docstring. Keys are named by `key_names`
+    (patterns by default); `limiters` (this process's `Limiter`s) add
+    their counts of the decisions the server did not make."""
+    names = key_names or KeyNames()
     out: Dict = {"alerts": [], "warnings": [], "thresholds": {"latency_ms": latency_ms, "big_key_bytes": big_key_bytes, "slow_us": slow_us}}
     rtts = sample_round_trips(r, latency_seconds, pings, ping_interval_ms)
     out["ping_ms"] = {"p50": percentile(rtts, 50), "p99": percentile(rtts, 99), "samples": len(rtts), "sum": sum(rtts)}
@@ -201,7 +294,9 @@ def gather(
         cmd = entry.get("command", b"")
         name = _text(cmd).split(" ", 1)[0].lower()
         if entry.get("duration", 0) > slow_us and (name.startswith("slidewin.") or name in SORTED_SET_COMMANDS):
-            slow.append({"command": _text(cmd)[:120], "duration_us": int(entry["duration"])})
+            # The arguments name keys: shown only with raw key names.
+            shown = _text(cmd)[:120] if names.mode == RAW else name
+            slow.append({"command": shown, "duration_us": int(entry["duration"])})
     out["slowlog"] = slow
     if slow:
         out["alerts"].append(f"{len(slow)} slow-log entries over {slow_us / 1000:g} ms name SLIDEWIN or sorted-set commands")
@@ -210,10 +305,11 @@ def gather(
     sizes = sorted(scan["limiter_keys"], reverse=True)
     out["scan"] = {"match": match, "sorted_sets": scan["sorted_sets"], "compact_logs": scan["compact_logs"],
                    "limiter_keys": len(sizes), "complete": scan["complete"], "limit": scan_limit}
-    out["biggest"] = [{"key": k, "bytes": b} for b, k in sizes[:top]]
+    out["key_names"] = names.mode
+    out["biggest"] = names.biggest(sizes, top)
     big = [k for b, k in sizes if b > big_key_bytes]
     if big:
-        out["alerts"].append(f"{len(big)} limiter keys over {big_key_bytes} bytes, e.g. {big[0]}")
+        out["alerts"].append(f"{len(big)} limiter keys over {big_key_bytes} bytes, e.g. {names.name(big[0])}")
 
     info = r.info("stats")
     out["evicted_keys"] = int(info.get("evicted_keys", 0))
@@ -249,11 +345,51 @@ def gather(
     if not out["slidewin"]:
         out["warnings"].append("INFO slidewin is empty: the module is not loaded (the FUNCTION library may be in use)")
     try:
-        out["top_denied"] = [(_text(k), int(c), int(e)) for k, c, e in r.execute_command("SLIDEWIN.TOP", 5, "DENIED")]
+        reply = r.execute_command("SLIDEWIN.TOP", 5, "DENIED")
+        out["top_denied"] = names.top(((k, int(c), int(e)) for k, c, e in reply), 5)
     except redis.exceptions.ResponseError as e:
         out["top_denied"] = None  # no module, summary off, or no admin rights
         out["top_error"] = str(e)
+    out["client"] = client_counts(limiters)
     return out
+
+
+def client_counts(limiters: Iterable) -> Dict:
+    """The decisions of this process's limiters, added up: {"decisions":
+    {source: {reason: n}}, "breaker_opened": n, "breakers_open": n}."""
+    decisions: Dict[str, Dict[str, int]] = {}
+    opened = open_now = 0
+    for lim in limiters:
+        s = lim.stats()
+        for source, reasons in s["decisions"].items():
+            for reason, n in reasons.items():
+                decisions.setdefault(source, {})[reason] = decisions.get(source, {}).get(reason, 0) + n
+        opened += s["breaker"]["opened"]
+        open_now += s["breaker"]["state"] != "closed"
+    return {"decisions": decisions, "breaker_opened": opened, "breakers_open": open_now}
+
+
+def client_prometheus(*limiters) -> str:
+    """The decisions of this process's limiters in the Prometheus text
+    format, for an application's own metrics endpoint:
+    `slidewin_client_decisions_total{source,reason}`,
+    `slidewin_client_breaker_opened_total`, `slidewin_client_breakers_open`."""
+    e = _Exposition()
+    _client_families(e, client_counts(limiters))
+    return e.text()
+
+
+def _client_families(e: "_Exposition", client: Dict) -> None:
+    e.family(
+        "slidewin_client_decisions_total",
+        "counter",
+        "Decisions of this process's limiters by source (redis, function: the server; local-cache, fallback: not) and reason.",
+        [({"source": src, "reason": why}, n) for src, reasons in sorted(client["decisions"].items()) for why, n in sorted(reasons.items())],
+    )
+    e.family("slidewin_client_breaker_opened_total", "counter", "Times the limiters' circuit breakers opened.",
+             [(None, client["breaker_opened"])])
+    e.family("slidewin_client_breakers_open", "gauge", "Limiters whose circuit breaker is open now.",
+             [(None, client["breakers_open"])])
 
 
 def _histogram_p99(reply) -> Dict[str, Dict[str, float]]:
@@ -293,8 +429,11 @@ def render_text(out: Dict) -> str:
     lines.append(
         f"biggest limiter keys ({scan['limiter_keys']} limiter keys among {scan['sorted_sets']} sorted sets and {scan['compact_logs']} compact logs matching {scan['match']!r}; SCAN of {extent}):"
     )
+    if out.get("key_names", PATTERN) == PATTERN:
+        lines.append("  (key names as patterns: --key-names)")
     for b in out["biggest"]:
-        lines.append(f"  {b['bytes']:>10} B  {b['key']}")
+        many = f" ({b['keys']} keys)" if b.get("keys", 1) > 1 else ""
+        lines.append(f"  {b['bytes']:>10} B  {b['key']}{many}")
     lines.append(
         f"evicted_keys: {out['evicted_keys']}; maxmemory-policy: {out['maxmemory_policy']}; maxmemory: {out['maxmemory']}"
     )
@@ -304,6 +443,9 @@ def render_text(out: Dict) -> str:
         lines.append("most denied (SLIDEWIN.TOP 5):")
         for k, c, e in out["top_denied"]:
             lines.append(f"  {c:>8} (±{e})  {k}")
+    client = out.get("client") or {}
+    for src, reasons in sorted(client.get("decisions", {}).items()):
+        lines.append(f"this process's limiters, {src}: " + ", ".join(f"{why} {n}" for why, n in sorted(reasons.items())))
     for w in out["warnings"]:
         lines.append(f"WARNING: {w}")
     for a in out["alerts"]:
@@ -414,7 +556,7 @@ def render_prometheus(out: Dict) -> str:
     e.family(
         "slidewin_key_bytes",
         "gauge",
-        "MEMORY USAGE of the biggest limiter keys.",
+        "MEMORY USAGE of the biggest limiter keys (per key pattern, keyed hash or name: --key-names).",
         [({"key": b["key"]}, b["bytes"]) for b in out["biggest"]],
     )
     e.family("slidewin_evicted_keys_total", "counter", "Keys evicted by the server (INFO stats evicted_keys).", [(None, out["evicted_keys"])])
@@ -436,9 +578,11 @@ def render_prometheus(out: Dict) -> str:
     e.family(
         "slidewin_top_denied",
         "gauge",
-        "Denials of the most denied keys over the SLIDEWIN.TOP period.",
+        "Denials of the most denied keys over the SLIDEWIN.TOP period (per key pattern, keyed hash or name: --key-names).",
         [({"key": k}, c) for k, c, _ in out.get("top_denied") or []],
     )
+    if out.get("client", {}).get("decisions"):
+        _client_families(e, out["client"])
     e.family("slidewin_health_alerts", "gauge", "Thresholds the health report found crossed.", [(None, len(out["alerts"]))])
     return e.text()
 
@@ -466,7 +610,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     h.add_argument("--latency-ms", type=float, default=LATENCY_MS, help="alert when the PING p99 is above this (ms)")
     h.add_argument("--big-key-bytes", type=int, default=BIG_KEY_BYTES, help="alert on limiter keys above this (bytes)")
     h.add_argument("--slow-ms", type=float, default=SLOW_US / 1000, help="alert on slow-log entries above this (ms)")
+    h.add_argument("--key-names", choices=KEY_NAMES, default=PATTERN,
+                   help=f"how keys are named: pattern (sms:limit:*), hash (keyed with ${HASH_SECRET_ENV}) or raw (the names: who is limited; private data)")
     opts = ap.parse_args(argv)
+    secret = os.environ.get(HASH_SECRET_ENV, "").encode()
+    try:
+        names = KeyNames(opts.key_names, secret)
+    except ValueError as e:
+        print(f"slidewin health: {e}", file=sys.stderr)
+        return 2
+    if names.mode == RAW:
+        print("slidewin health: warning: --key-names raw puts key names (who is limited) into the report", file=sys.stderr)
     try:
         r = redis.Redis.from_url(opts.url, socket_timeout=5, socket_connect_timeout=5)
         out = gather(
@@ -479,6 +633,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             latency_ms=opts.latency_ms,
             big_key_bytes=opts.big_key_bytes,
             slow_us=int(opts.slow_ms * 1000),
+            key_names=names,
         )
     except redis.exceptions.RedisError as e:
         print(f"slidewin health: cannot ask {opts.url}: {e}", file=sys.stderr)

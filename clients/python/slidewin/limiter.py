@@ -1,6 +1,8 @@
-"""`Limiter`: slidewin for a redis-py client (`redis.Redis` or
+"""`Limiter`: slidewin for a redis-py client (`redis.Redis` on any pool:
+TCP, Unix socket, TLS, Sentinel's `master_for`; or
 `redis.cluster.RedisCluster`), with the local fast path, the outage policy
-and its circuit breaker, and the FUNCTION-library fallback."""
+and its circuit breaker, the backends (the module, then the FUNCTION
+library), and counts of every decision the server did not make."""
 
 import functools
 import hashlib
@@ -9,14 +11,13 @@ import time
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 import redis
-import redis.asyncio
-from redis.asyncio.retry import Retry as AsyncRetry
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from . import decision as d
+from . import stats as st
+from .connections import Link
 from .decision import Decision, Rule
-from .local import CircuitBreaker, DenialCache, LocalWindows, monotonic_ms
+from .errors import SlidewinModuleError
+from .local import CircuitBreaker, DenialCache, LocalWindows, key_bytes, monotonic_ms
 
 #: What to answer while Redis is unreachable or slower than the timeout.
 DENY, ALLOW, LOCAL = "deny", "allow", "local"
@@ -28,8 +29,8 @@ POLICIES = (DENY, ALLOW, LOCAL)
 # key of a limiter, so it counts only what says the server cannot answer
 # *any* key; what concerns one slot, or is the server's own refusal of a
 # write, is answered per call by the outage policy and left out of the
-# breaker. Anything else (WRONGTYPE, bad arguments, MOVED on a plain client,
-# NOPERM) is raised to the caller.
+# breaker. Anything else (WRONGTYPE, bad arguments, NOPERM) is raised to
+# the caller.
 
 #: The server is out of reach for every key: connection loss (LOADING, a
 #: restarting server, is a ConnectionError in redis-py), a reply slower than
@@ -42,14 +43,13 @@ OUTAGE_ERRORS = (
 )
 
 #: One slot cannot answer now: CLUSTERDOWN (a shard without a master, or
-#: the slot not served), redis-py's cluster client giving up on a slot
-#: ("TTL exhausted." after its own TRYAGAIN/MOVED/ASK retries), a slot the
-#: client knows no node for. The outage policy answers that call; the
-#: breaker does not count it (a cluster with one failed shard must not put
-#: every key on the outage policy). TRYAGAIN is one of these once it
-#: persists through `TRYAGAIN_DELAYS_MS`.
+#: the slot not served), a slot the client knows no node for, redirections
+#: that do not end. The outage policy answers that call; the breaker does
+#: not count it (a cluster with one failed shard must not put every key on
+#: the outage policy). TRYAGAIN is one of these once it persists through
+#: `TRYAGAIN_DELAYS_MS`.
 SLOT_ERRORS = (
-    redis.exceptions.ClusterError,  # ClusterDownError, "TTL exhausted."
+    redis.exceptions.ClusterError,  # ClusterDownError, too many redirections
     redis.exceptions.SlotNotCoveredError,
 )
 
@@ -63,7 +63,9 @@ WRITE_REFUSALS = ("OOM", "NOREPLICAS", "MISCONF")
 
 #: TRYAGAIN (a multi-key call on a slot being migrated, its keys split
 #: between two nodes) is retried after these pauses, as cluster clients do,
-#: within the call's budget (`timeout_ms`, else `TRYAGAIN_BUDGET_MS`).
+#: within the call's budget (`timeout_ms`, else `TRYAGAIN_BUDGET_MS`). The
+#: server ran nothing of a call it answered TRYAGAIN: sending it again
+#: cannot charge twice.
 TRYAGAIN_DELAYS_MS = (10, 20, 40, 80)
 TRYAGAIN_BUDGET_MS = 200
 
@@ -99,83 +101,206 @@ def eval_sha() -> str:
     return hashlib.sha1(eval_code().encode("utf-8")).hexdigest()
 
 
-def no_function_command(e: Exception) -> bool:
-    """Whether `e` says the server has no FUNCTION command (Redis 6.x, an
-    EVAL-only service): the library then runs in its EVAL form."""
-    text = str(e).lower()
-    return "function" in text and ("unknown command" in text or "doesn't exist in redis commands" in text)
-
-
 def is_unknown_command(e: Exception) -> bool:
-    """Whether `e` says the module is not loaded: the server's "unknown
-    command" reply, or a cluster client's refusal to route a command its
-    COMMAND table lacks ("... command doesn't exist in Redis commands",
-    raised by redis-py before anything is sent)."""
+    """Whether `e` says the server does not know one of slidewin's commands
+    (`SLIDEWIN.*`, or `FCALL slidewin_*` on a server without FUNCTION): its
+    "unknown command" reply, or a cluster client's refusal to route a
+    command its COMMAND table lacks."""
     text = str(e).lower()
     return "slidewin" in text and ("unknown command" in text or "doesn't exist in redis commands" in text)
 
 
-def with_timeout(client, timeout_ms: Optional[int]):
-    """A client on its own pool whose connects and replies time out after
-    `timeout_ms`, without redis-py's retries (the outage policy answers
-    instead); the given client itself when no timeout is asked for or it is
-    a cluster client (create that with `socket_timeout` yourself)."""
-    pool = getattr(client, "connection_pool", None)
-    if timeout_ms is None or pool is None:
-        return client
-    kwargs = dict(pool.connection_kwargs)
-    kwargs["socket_timeout"] = kwargs["socket_connect_timeout"] = timeout_ms / 1000
-    if isinstance(pool, redis.asyncio.ConnectionPool):
-        kwargs["retry"] = AsyncRetry(NoBackoff(), 0)
-    else:
-        kwargs["retry"] = Retry(NoBackoff(), 0)
-    new_pool = type(pool)(
-        connection_class=pool.connection_class,
-        max_connections=pool.max_connections,
-        **kwargs,
-    )
-    return type(client)(connection_pool=new_pool)
+# -- the backends: who answers, in the order the limiter tries them --------
+
+#: The backends' names, for `Limiter(backends=...)`.
+MODULE, FUNCTION_LIBRARY, SCRIPT = "module", "function", "script"
 
 
-class Commands:
-    """The commands of one call, for the module or the FUNCTION library."""
+class Backend:
+    """One way of running slidewin's commands on the server. `loads`: the
+    command that installs it (sent once to every primary before its first
+    use; None: nothing to install)."""
 
-    @staticmethod
-    def check(function: bool, rule: Rule, cost: int) -> list:
-        tail = [rule.limit, rule.window_ms, "COST", cost, "WITHMEMBERS"]
-        if function:
-            return ["FCALL", "slidewin_check", 1, rule.key] + tail
-        return ["SLIDEWIN.CHECK", rule.key] + tail
+    name = ""
+    source = ""
+    loads: Optional[list] = None
 
-    @staticmethod
-    def check_all(function: bool, rules: Sequence[Rule], cost: int) -> list:
-        tail = ["COST", cost, "DETAIL", "WITHMEMBERS"]
-        if function:
-            limits = [x for r in rules for x in (r.limit, r.window_ms)]
-            return ["FCALL", "slidewin_mcheck", len(rules)] + [r.key for r in rules] + limits + tail
+    def __init__(self):
+        self.installed = self.loads is None
+        self.reinstalled = False
+        self.install_error: Optional[Exception] = None
+
+    def absent(self, e: Exception) -> bool:
+        """Whether `e` says this backend cannot answer on this server (the
+        limiter then tries the next one)."""
+        return is_unknown_command(e)
+
+    def lost(self, e: Exception) -> bool:
+        """Whether `e` says what `loads` installed is gone (installed again, once)."""
+        return False
+
+    def why_absent(self, e: Exception) -> str:
+        return f"{self.name}: {e}"
+
+    def check(self, rule: Rule, cost: int) -> list:
+        raise NotImplementedError
+
+    def check_all(self, rules: Sequence[Rule], cost: int) -> list:
+        raise NotImplementedError
+
+    def peek(self, rule: Rule, cost: int) -> list:
+        raise NotImplementedError
+
+    def undo(self, key, members: Sequence[str]) -> list:
+        raise NotImplementedError
+
+
+class ModuleBackend(Backend):
+    """The module's commands, SLIDEWIN.*."""
+
+    name, source = MODULE, d.REDIS
+
+    def why_absent(self, e: Exception) -> str:
+        return f"the slidewin module is not loaded ({e})"
+
+    def check(self, rule, cost):
+        return ["SLIDEWIN.CHECK", rule.key, rule.limit, rule.window_ms, "COST", cost, "WITHMEMBERS"]
+
+    def check_all(self, rules, cost):
         flat = [x for r in rules for x in (r.key, r.limit, r.window_ms)]
-        return ["SLIDEWIN.MCHECK", len(rules)] + flat + tail
+        return ["SLIDEWIN.MCHECK", len(rules)] + flat + ["COST", cost, "DETAIL", "WITHMEMBERS"]
 
-    @staticmethod
-    def peek(function: bool, rule: Rule, cost: int) -> list:
-        tail = [rule.limit, rule.window_ms, "COST", cost]
-        if function:
-            return ["FCALL_RO", "slidewin_peek", 1, rule.key] + tail
-        return ["SLIDEWIN.PEEK", rule.key] + tail
+    def peek(self, rule, cost):
+        return ["SLIDEWIN.PEEK", rule.key, rule.limit, rule.window_ms, "COST", cost]
 
-    @staticmethod
-    def undo(function: bool, key: str, members: Sequence[str]) -> list:
-        if function:
-            return ["FCALL", "slidewin_undo", 1, key] + list(members)
+    def undo(self, key, members):
         return ["SLIDEWIN.UNDO", key] + list(members)
 
+
+class FunctionBackend(Backend):
+    """The FUNCTION library shipped in the package (`FCALL slidewin_*`),
+    installed with `FUNCTION LOAD REPLACE` on every primary. If the load is
+    refused (no `@scripting` rights), the calls are tried anyway: an
+    administrator may have loaded the library."""
+
+    name, source = FUNCTION_LIBRARY, d.FUNCTION
+
+    @property
+    def loads(self):  # read when needed: the file is read once, not at import
+        return ["FUNCTION", "LOAD", "REPLACE", library_code()]
+
+    def __init__(self):
+        super().__init__()
+        self.installed = False
+
+    def lost(self, e):
+        return "function not found" in str(e).lower()
+
+    def absent(self, e):
+        # Refused (NOPERM) after its load was refused too: this user cannot
+        # use the library; the next backend, or SlidewinModuleError.
+        refused = self.install_error is not None and isinstance(e, redis.exceptions.NoPermissionError)
+        return is_unknown_command(e) or self.lost(e) or refused
+
+    def why_absent(self, e):
+        if self.install_error is not None:
+            return f"FUNCTION LOAD of the slidewin library was refused ({self.install_error}), and calling it failed too ({e})"
+        return f"the FUNCTION library cannot answer ({e})"
+
+    def check(self, rule, cost):
+        return ["FCALL", "slidewin_check", 1, rule.key, rule.limit, rule.window_ms, "COST", cost, "WITHMEMBERS"]
+
+    def check_all(self, rules, cost):
+        limits = [x for r in rules for x in (r.limit, r.window_ms)]
+        keys = [r.key for r in rules]
+        return ["FCALL", "slidewin_mcheck", len(rules)] + keys + limits + ["COST", cost, "DETAIL", "WITHMEMBERS"]
+
+    def peek(self, rule, cost):
+        return ["FCALL_RO", "slidewin_peek", 1, rule.key, rule.limit, rule.window_ms, "COST", cost]
+
+    def undo(self, key, members):
+        return ["FCALL", "slidewin_undo", 1, key] + list(members)
+
+
+class ScriptBackend(FunctionBackend):
+    """The same library in its EVAL form (`eval_code()`), for servers
+    without FUNCTION (Redis 6.x, services that allow EVAL only): installed
+    with `SCRIPT LOAD` on every primary and called by `EVALSHA sha numkeys
+    key ... function arg ...`, with the same replies (`source "function"`).
+
+    A `NOSCRIPT` reply (a restart, a failover, `SCRIPT FLUSH`) installs it
+    again and sends the call again: safe only because NOSCRIPT means the
+    server ran nothing of the call, so nothing was charged."""
+
+    name = SCRIPT
+
+    @property
+    def loads(self):
+        return ["SCRIPT", "LOAD", eval_code()]
+
+    def lost(self, e):
+        # redis-py turns the NOSCRIPT reply into NoScriptError.
+        return isinstance(e, redis.exceptions.NoScriptError) or str(e).upper().startswith("NOSCRIPT")
+
+    def why_absent(self, e):
+        if self.install_error is not None:
+            return f"SCRIPT LOAD of the slidewin library's EVAL form was refused ({self.install_error}), and calling it failed too ({e})"
+        return f"the EVAL form of the library cannot answer ({e})"
+
     @staticmethod
-    def as_eval(fcall: list, sha: str) -> list:
-        """An FCALL (or FCALL_RO) as the EVAL form takes it: EVALSHA sha
-        numkeys key ... function arg ..."""
+    def as_eval(fcall: list) -> list:
+        """An FCALL (or FCALL_RO) as the EVAL form takes it."""
         name, numkeys = fcall[1], fcall[2]
         keys, args = fcall[3 : 3 + numkeys], fcall[3 + numkeys :]
-        return ["EVALSHA", sha, numkeys] + keys + [name] + args
+        return ["EVALSHA", eval_sha(), numkeys] + keys + [name] + args
+
+    def check(self, rule, cost):
+        return self.as_eval(super().check(rule, cost))
+
+    def check_all(self, rules, cost):
+        return self.as_eval(super().check_all(rules, cost))
+
+    def peek(self, rule, cost):
+        return self.as_eval(super().peek(rule, cost))
+
+    def undo(self, key, members):
+        return self.as_eval(super().undo(key, members))
+
+
+#: Every backend by name. The default chain is `DEFAULT_BACKENDS`.
+BACKENDS = {MODULE: ModuleBackend, FUNCTION_LIBRARY: FunctionBackend, SCRIPT: ScriptBackend}
+DEFAULT_BACKENDS = (MODULE, FUNCTION_LIBRARY, SCRIPT)
+
+
+class Chain:
+    """The backends in the order they are tried: the first that answers is
+    used from then on; one whose commands the server does not know (or that
+    cannot be installed) gives way to the next. When none is left,
+    `SlidewinModuleError` names each one and why it could not answer."""
+
+    def __init__(self, names: Sequence[str]):
+        names = tuple(names)
+        unknown = [n for n in names if n not in BACKENDS]
+        if not names or unknown or len(set(names)) != len(names):
+            raise ValueError(f"backends must be distinct names among {tuple(BACKENDS)}, in the order to try them; got {names!r}")
+        self.names = names
+        self.backends = [BACKENDS[n]() for n in names]
+        self.index = 0
+        self.reasons: List[str] = []
+
+    def current(self) -> Backend:
+        if self.index >= len(self.backends):
+            off = [n for n in BACKENDS if n not in self.names]
+            tail = f"; not tried (backends={self.names!r}): {', '.join(off)}" if off else ""
+            raise SlidewinModuleError("slidewin cannot answer on this server: " + "; ".join(self.reasons) + tail)
+        return self.backends[self.index]
+
+    def give_up(self, backend: Backend, e: Exception) -> None:
+        """`backend` cannot answer: the next one is tried (once per backend,
+        whichever thread sees it first)."""
+        if self.index < len(self.backends) and self.backends[self.index] is backend:
+            self.reasons.append(backend.why_absent(e))
+            self.index += 1
 
 
 class Attempt:
@@ -220,25 +345,37 @@ class Policy:
         breaker_pause_ms: int = 1000,
         cache_size: int = 10_000,
         local_keys: int = 10_000,
-        function_fallback: bool = True,
+        backends: Sequence[str] = DEFAULT_BACKENDS,
+        log_every_ms: int = st.LOG_EVERY_MS,
         clock: Callable[[], int] = monotonic_ms,
     ):
         if outage not in POLICIES:
             raise ValueError(f"outage must be one of {POLICIES}, got {outage!r}")
+        if timeout_ms is not None and timeout_ms <= 0:
+            raise ValueError(f"timeout_ms must be a positive number of ms or None, got {timeout_ms!r}")
         self.outage = outage
         self.timeout_ms = timeout_ms
         self.clock = clock
         self.cache = DenialCache(cache_size, clock)
         self.windows = LocalWindows(local_keys, clock)
         self.breaker = CircuitBreaker(breaker_failures, breaker_pause_ms, clock)
-        self.function_fallback = function_fallback
-        self.use_function = False  # set once the module is found missing
-        self.use_eval = False  # and the library runs through EVALSHA: no FUNCTION
+        self.chain = Chain(backends)
+        self.stats = st.Stats(clock, log_every_ms)
 
     @property
     def source(self) -> str:
-        """Where Redis answers come from: the module or the library."""
-        return d.FUNCTION if self.use_function else d.REDIS
+        """Where Redis answers come from now: the module or the library."""
+        return self.chain.current().source
+
+    def snapshot(self) -> dict:
+        """`Limiter.stats()`."""
+        backend = self.chain.backends[self.chain.index].name if self.chain.index < len(self.chain.backends) else None
+        return {
+            "decisions": self.stats.snapshot(),
+            "breaker": {"state": self.breaker.state, "opened": self.breaker.opened},
+            "backend": backend,
+            "outage": self.outage,
+        }
 
     def cached(self, rules: Tuple[Rule, ...], cost: int = 1) -> Optional[Decision]:
         """A refusal from the denial cache when a rule is known to refuse
@@ -246,6 +383,7 @@ class Policy:
         `DenialCache`)."""
         wait = max((self.cache.blocked_for(r, cost) for r in rules), default=0)
         if wait > 0:
+            self.stats.count(d.LOCAL_CACHE, st.DENIED_BEFORE)
             return d.refusal(rules, wait, d.LOCAL_CACHE)
         return None
 
@@ -259,7 +397,7 @@ class Policy:
         if cached:
             return cached
         if not self.breaker.allow():
-            return self.outage_answer(kind, rules, cost)
+            return self.outage_answer(kind, rules, cost, st.BREAKER_OPEN)
         return None
 
     def attempt(self) -> Attempt:
@@ -274,6 +412,10 @@ class Policy:
         policy's answer), a pause in seconds before trying again, RECONNECT
         (try once more on fresh connections), or None (raise `e`).
 
+        Only what the server refused without running it is sent again
+        (TRYAGAIN, READONLY): a call that timed out or lost its connection
+        may have run, and is never sent a second time.
+
         - connection loss, timeout, LOADING, MASTERDOWN (`OUTAGE_ERRORS`):
           the policy answers, the breaker counts a failure;
         - TRYAGAIN: tried again after `TRYAGAIN_DELAYS_MS` within the
@@ -283,11 +425,13 @@ class Policy:
         - OOM, NOREPLICAS, MISCONF (`WRITE_REFUSALS`): the policy answers
           that call;
         - READONLY (the node we reach is a replica now: a failover, and a
-          connection still open to the demoted master): once more on fresh
-          connections (an endpoint whose name moved to the new master
-          answers then); if it persists, on a plain client the policy
-          answers and the breaker counts a failure (every key is on that
-          node), on a cluster client the policy answers that call;
+          connection still open to the demoted master; redis-py's Sentinel
+          connections raise it as "The previous master is now a slave"):
+          once more on fresh connections (an endpoint whose name moved, or
+          Sentinel, gives the new master then); if it persists, on a plain
+          client the policy answers and the breaker counts a failure
+          (every key is on that node), on a cluster client the policy
+          answers that call;
         - a refused login (NOAUTH, WRONGPASS; redis-py raises them as
           ConnectionErrors): raised, not an outage;
         - anything else: raised.
@@ -296,6 +440,8 @@ class Policy:
         for it: the server is reachable) or, for a slot the client knows no
         node for, leave it as it is.
         """
+        if isinstance(e, redis.exceptions.ConnectionError) and isinstance(e.__context__, redis.exceptions.ReadOnlyError):
+            e = e.__context__  # redis-py's Sentinel connection: READONLY re-raised as a ConnectionError
         if isinstance(e, (redis.exceptions.AuthenticationError, redis.exceptions.AuthorizationError)):
             # NOAUTH, WRONGPASS: redis-py makes them ConnectionErrors, but
             # the server answered: a wrong setting, raised, never an outage
@@ -307,75 +453,100 @@ class Policy:
             if pause is not None:
                 return pause
             self.breaker.success()
-            return self.outage_answer(kind, rules, cost)
+            return self.outage_answer(kind, rules, cost, st.TRYAGAIN, e)
         if isinstance(e, OUTAGE_ERRORS):
-            return self.failed(kind, rules, cost)
+            if isinstance(e, redis.exceptions.BusyLoadingError):
+                reason = st.LOADING
+            elif isinstance(e, redis.exceptions.MasterDownError):
+                reason = st.MASTERDOWN
+            elif isinstance(e, redis.exceptions.TimeoutError):
+                reason = st.TIMEOUT
+            else:
+                reason = st.CONNECTION
+            return self.failed(kind, rules, cost, reason, e)
         if isinstance(e, redis.exceptions.ReadOnlyError):
             if not attempt.reconnected:
                 attempt.reconnected = True
                 return RECONNECT
             if cluster:
                 self.breaker.success()
-                return self.outage_answer(kind, rules, cost)
-            return self.failed(kind, rules, cost)
+                return self.outage_answer(kind, rules, cost, st.READONLY, e)
+            return self.failed(kind, rules, cost, st.READONLY, e)
         if isinstance(e, SLOT_ERRORS):
             if isinstance(e, redis.exceptions.RedisError):
                 self.breaker.success()  # a node replied
             else:
                 self.breaker.release()
-            return self.outage_answer(kind, rules, cost)
+            return self.outage_answer(kind, rules, cost, st.CLUSTER, e)
         if write_refused(e):
             self.breaker.success()
-            return self.outage_answer(kind, rules, cost)
+            return self.outage_answer(kind, rules, cost, refusal_reason(e), e)
         if isinstance(e, redis.exceptions.ResponseError):
             self.breaker.success()  # the server replied: the caller's error
         else:
             self.breaker.release()
         return None
 
-    def failed(self, kind: str, rules: Tuple[Rule, ...], cost: int) -> Decision:
+    def failed(self, kind: str, rules: Tuple[Rule, ...], cost: int, reason: str = st.CONNECTION,
+               error: Optional[Exception] = None) -> Decision:
         """Redis could not be reached: the breaker counts it, the outage
         policy answers."""
+        opened = self.breaker.opened
         self.breaker.failure()
-        return self.outage_answer(kind, rules, cost)
+        if self.breaker.opened != opened:
+            self.stats.warn(
+                "breaker",
+                "slidewin: the circuit breaker opened (%s%s): for %d ms every call gets the outage policy %r without asking Redis",
+                reason, f": {error}" if error else "", self.breaker.pause_ms, self.outage,
+            )
+        return self.outage_answer(kind, rules, cost, reason, error)
 
-    def answered(self, kind: str, reply, rules: Tuple[Rule, ...], cost: int = 1, since: Optional[int] = None) -> Decision:
+    def answered(self, kind: str, reply, rules: Tuple[Rule, ...], cost: int = 1, since: Optional[int] = None,
+                 source: Optional[str] = None) -> Decision:
         """Redis replied: its Decision; a denial is remembered with its cost
         (not a peek's), timed from `since`, the clock read before the
         request was sent."""
         self.breaker.success()
-        decision = self.parse(kind, reply, rules)
+        decision = self.parse(kind, reply, rules, source or self.source)
+        self.stats.count(decision.source, st.DECIDED)
         if kind != PEEK:
             self.remember(decision, cost, since)
         return decision
-
-    def falls_back(self, e: Exception) -> bool:
-        """Whether `e` (the module missing) moves the calls to the library."""
-        return self.function_fallback and is_unknown_command(e)
 
     # One call of each kind: its command, its reply's Decision, its answer
     # while Redis is away; `Limiter` and `AsyncLimiter` only do the I/O.
 
     @staticmethod
-    def command(kind: str, function: bool, rules: Tuple[Rule, ...], cost: int) -> list:
+    def command(kind: str, backend: Backend, rules: Tuple[Rule, ...], cost: int) -> list:
         if kind == CHECK_ALL:
-            return Commands.check_all(function, rules, cost)
-        build = Commands.peek if kind == PEEK else Commands.check
-        return build(function, rules[0], cost)
+            return backend.check_all(rules, cost)
+        if kind == PEEK:
+            return backend.peek(rules[0], cost)
+        return backend.check(rules[0], cost)
 
-    def parse(self, kind: str, reply, rules: Tuple[Rule, ...]) -> Decision:
+    def parse(self, kind: str, reply, rules: Tuple[Rule, ...], source: str) -> Decision:
         if kind == CHECK_ALL:
-            return d.from_multi(reply, list(rules), self.source)
+            return d.from_multi(reply, list(rules), source)
         members = reply[5] if kind == CHECK else ()
-        return d.from_detail(reply, rules[0], self.source, members)
+        return d.from_detail(reply, rules[0], source, members)
 
-    def outage_answer(self, kind: str, rules: Tuple[Rule, ...], cost: int) -> Decision:
-        """The outage policy's answer; a peek charges no local window."""
+    def outage_answer(self, kind: str, rules: Tuple[Rule, ...], cost: int, reason: str = st.CONNECTION,
+                      error: Optional[Exception] = None) -> Decision:
+        """The outage policy's answer, counted and logged (rate-limited); a
+        peek charges no local window."""
         if kind != PEEK:
-            return self.during_outage(rules, cost)
-        if self.outage in (ALLOW, LOCAL):
-            return d.admission(rules, None, d.FALLBACK)
-        return d.refusal(rules, self.breaker.pause_ms, d.FALLBACK)
+            decision = self.during_outage(rules, cost)
+        elif self.outage in (ALLOW, LOCAL):
+            decision = d.admission(rules, None, d.FALLBACK)
+        else:
+            decision = d.refusal(rules, self.breaker.pause_ms, d.FALLBACK)
+        self.stats.count(d.FALLBACK, reason)
+        self.stats.warn(
+            "fallback:" + reason,
+            "slidewin: Redis did not decide (%s%s); the outage policy %r %s the call",
+            reason, f": {error}" if error else "", self.outage, "admitted" if decision.allowed else "refused",
+        )
+        return decision
 
     def remember(self, decision: Decision, cost: int = 1, since: Optional[int] = None) -> None:
         """Caches the refusing rules of a denial from Redis (not from the
@@ -402,13 +573,33 @@ class Policy:
         return d.refusal(rules, self.breaker.pause_ms, d.FALLBACK)
 
 
+def refusal_reason(e: Exception) -> str:
+    """`oom`, `noreplicas` or `misconf`."""
+    if isinstance(e, redis.exceptions.OutOfMemoryError):
+        return "oom"
+    return str(e).split(" ", 1)[0].lower()
+
+
+def _key(key):
+    """A key as redis-py sends it: bytes unchanged (a bytearray or
+    memoryview as its bytes), str as UTF-8 (redis-py encodes it), a number
+    as its text."""
+    if isinstance(key, (bytes, str)):
+        return key
+    if isinstance(key, (bytearray, memoryview)):
+        return bytes(key)
+    if isinstance(key, (int, float)) and not isinstance(key, bool):
+        return str(key)
+    raise TypeError(f"a key is str or bytes, got {type(key).__name__}")
+
+
 def _rule(key, limit, window_ms) -> Rule:
-    return Rule(str(key), int(limit), int(window_ms))
+    return Rule(_key(key), int(limit), int(window_ms))
 
 
 def _rules(rules: Iterable) -> Tuple[Rule, ...]:
     """`Rule`s or `(key, limit, window_ms)` tuples, at least one."""
-    out = tuple(r if isinstance(r, Rule) else _rule(*r) for r in rules)
+    out = tuple(_rule(r.key, r.limit, r.window_ms) if isinstance(r, Rule) else _rule(*r) for r in rules)
     if not out:
         raise ValueError("check_all needs at least one rule")
     return out
@@ -416,6 +607,16 @@ def _rules(rules: Iterable) -> Tuple[Rule, ...]:
 
 class Limiter:
     """Sliding-window checks on a redis-py client.
+
+    `client`: `redis.Redis` on any connection (TCP, Unix socket, TLS,
+    Sentinel's `master_for`, a pool of your own) or
+    `redis.cluster.RedisCluster`. The limiter sends its commands on
+    connections of its own, made with the client's settings plus
+    `timeout_ms` (connect and reply; None keeps the client's own timeouts)
+    and without retries: a charging command (CHECK, MCHECK, UNDO, their
+    FCALLs) is sent once, never again after a timeout or a lost connection
+    (it may have run); only what the server refused without running it
+    (READONLY, TRYAGAIN, MOVED, ASK) goes again.
 
     `outage` is `deny`, `allow` or `local` (an exact per-instance window);
     it answers while Redis cannot decide: unreachable, slower than
@@ -426,76 +627,72 @@ class Limiter:
     the timeout meanwhile; it counts only what concerns every key
     (connection loss, timeouts, LOADING, MASTERDOWN, a READONLY that
     persists on fresh connections), never one slot's trouble. TRYAGAIN is
-    tried again a few times within `timeout_ms` first.
+    tried again a few times within `timeout_ms` first. Every answer the
+    server did not give is counted (`stats()`) and logged at WARNING on the
+    `slidewin` logger, at most once per `log_every_ms` per reason.
 
     Denials are cached for their wait (`cache_size` rules) with the cost
     refused: a caller refused is refused again without a round trip, for
     that cost and any higher one; a lower cost is asked of Redis (it may
-    fit). Without the module (an unknown-command reply) it loads the
-    packaged FUNCTION library once and answers through FCALL; on a server
-    without FUNCTION, through the library's EVAL form (EVALSHA).
+    fit).
+
+    `backends`: who answers, tried in order: `"module"` (SLIDEWIN.*), then
+    `"function"` (the packaged FUNCTION library, loaded with `FUNCTION LOAD
+    REPLACE` on every primary the first time the module is found missing).
+    `backends=("module",)` turns the fallback off: a server without the
+    module raises `SlidewinModuleError`, as does one where no backend can
+    answer (the error names each and why).
     """
 
     def __init__(self, client, **options):
         self.policy = Policy(**options)
-        self.client = with_timeout(client, self.policy.timeout_ms)
-        self._cluster = isinstance(client, redis.cluster.RedisCluster)
+        self.link = Link(client, self.policy.timeout_ms)
+        self.client = client
+        self._cluster = self.link.cluster
 
     @classmethod
     def from_url(cls, url: str, **options) -> "Limiter":
         return cls(redis.Redis.from_url(url), **options)
 
+    def stats(self) -> dict:
+        """What the limiter answered, and how: `{"decisions": {source:
+        {reason: count}}, "breaker": {"state", "opened"}, "backend",
+        "outage"}`. Sources `redis`/`function` count the server's
+        decisions (reason `decided`); `local-cache` and `fallback` the
+        others, by reason (see `slidewin.stats`)."""
+        return self.policy.snapshot()
+
+    def close(self) -> None:
+        """Closes the limiter's connections (the client given stays open)."""
+        self.link.close()
+
     # -- I/O -------------------------------------------------------------
 
-    def _load_library(self) -> None:
-        args = ["FUNCTION", "LOAD", "REPLACE", library_code()]
-        try:
-            if self._cluster:
-                # Every primary holds its own copy of the library.
-                for node in self.client.get_primaries():
-                    self.client.get_redis_connection(node).execute_command(*args)
-            else:
-                self.client.execute_command(*args)
-        except redis.exceptions.RedisError as e:
-            if not no_function_command(e):
-                raise
-            self.policy.use_eval = True
-
-    def _eval(self, fcall: list):
-        """The library's call through EVALSHA, and EVAL when the server
-        lacks the script. Safe only because NOSCRIPT means the script did
-        not run: nothing was charged, so sending it with EVAL charges once.
-        No other error, nor a lost connection, is followed by a second send
-        (the call may have run)."""
-        command = Commands.as_eval(fcall, eval_sha())
-        try:
-            return self.client.execute_command(*command)
-        except redis.exceptions.NoScriptError:
-            return self.client.execute_command("EVAL", eval_code(), *command[2:])
-
-    def _send(self, build: Callable[[bool], list]):
-        """Runs one call on the module, or on the library once the module
-        is known missing; connection errors propagate."""
-        if not self.policy.use_function:
+    def _send(self, key, build: Callable[[Backend], list]):
+        """Runs one call on the first backend of the chain that can answer;
+        connection errors propagate. Returns (reply, source)."""
+        chain = self.policy.chain
+        while True:
+            backend = chain.current()
+            if not backend.installed:
+                try:
+                    self.link.on_every_primary(backend.loads)
+                    backend.install_error = None
+                except redis.exceptions.ResponseError as e:
+                    backend.install_error = e  # NOPERM, no FUNCTION: try the calls anyway
+                backend.installed = True
             try:
-                return self.client.execute_command(*build(False))
-            except redis.exceptions.RedisError as e:
-                # Connection errors are RedisErrors too: re-raised here.
-                if not self.policy.falls_back(e):
+                reply = self.link.execute(key, build(backend))
+                # What was lost may be installed again after this success.
+                backend.reinstalled = False
+                return reply, backend.source
+            except redis.exceptions.ResponseError as e:
+                if backend.lost(e) and not backend.reinstalled and backend.install_error is None:
+                    backend.installed, backend.reinstalled = False, True
+                    continue
+                if not backend.absent(e):
                     raise
-                self._load_library()
-                self.policy.use_function = True
-        if self.policy.use_eval:
-            return self._eval(build(True))
-        return self.client.execute_command(*build(True))
-
-    def _reconnect(self) -> None:
-        """Closes the idle connections: the next command connects afresh
-        (and resolves the host name again). A cluster client keeps its
-        own: it follows the topology itself."""
-        pool = getattr(self.client, "connection_pool", None)
-        if pool is not None:
-            pool.disconnect(inuse_connections=False)
+                chain.give_up(backend, e)
 
     def _decide(self, kind: str, rules: Tuple[Rule, ...], cost: int) -> Decision:
         """The local cache, else Redis (the breaker permitting), else the
@@ -508,7 +705,10 @@ class Limiter:
         while True:
             since = policy.clock()
             try:
-                reply = self._send(lambda f: policy.command(kind, f, rules, cost))
+                reply, source = self._send(rules[0].key, lambda b: policy.command(kind, b, rules, cost))
+            except SlidewinModuleError:
+                policy.breaker.success()
+                raise
             except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException) as e:
                 step = policy.after_error(e, kind, rules, cost, attempt, self._cluster)
                 if step is None:
@@ -516,19 +716,20 @@ class Limiter:
                 if isinstance(step, Decision):
                     return step
                 if step == RECONNECT:
-                    self._reconnect()
+                    self.link.reconnect()
                 else:
                     time.sleep(step)
                 continue
             except BaseException:
                 policy.breaker.release()
                 raise
-            return policy.answered(kind, reply, rules, cost, since)
+            return policy.answered(kind, reply, rules, cost, since, source)
 
     # -- API -------------------------------------------------------------
 
-    def check(self, key: str, limit: int, window_ms: int, cost: int = 1) -> Decision:
-        """SLIDEWIN.CHECK: records `cost` calls on `key` if they fit."""
+    def check(self, key, limit: int, window_ms: int, cost: int = 1) -> Decision:
+        """SLIDEWIN.CHECK: records `cost` calls on `key` (str or bytes, sent
+        as redis-py sends keys) if they fit."""
         return self._decide(CHECK, (_rule(key, limit, window_ms),), cost)
 
     def check_all(self, rules: Iterable, cost: int = 1) -> Decision:
@@ -536,7 +737,7 @@ class Limiter:
         `cost`, and then all are charged; all or nothing."""
         return self._decide(CHECK_ALL, _rules(rules), cost)
 
-    def peek(self, key: str, limit: int, window_ms: int, cost: int = 1) -> Decision:
+    def peek(self, key, limit: int, window_ms: int, cost: int = 1) -> Decision:
         """SLIDEWIN.PEEK: what `check` would answer now, changing nothing.
         While Redis is away it answers like the outage policy would, without
         charging the local window."""
@@ -544,27 +745,42 @@ class Limiter:
 
     def undo(self, decision: Decision) -> int:
         """SLIDEWIN.UNDO: gives an allowed decision's entries back on every
-        key it charged; returns the entries removed. Send it once, soon
-        after the decision (see Members in docs/reference.md). A decision
-        without members (a peek's, a refusal, an outage answer) charged
-        nothing: undoing it is a no-op that returns 0 and sends nothing."""
+        key it charged; returns the entries removed. Sent once per key,
+        never again (an error is raised to you: the UNDO may have run).
+        A decision without members (a peek's, a refusal, an outage answer)
+        charged nothing: undoing it is a no-op that returns 0 and sends
+        nothing."""
         if not decision.allowed or not decision.members:
             return 0
         removed = 0
         for key in decision.keys:
             self.policy.cache.forget_key(key)
-            removed += int(self._send(lambda f, k=key: Commands.undo(f, k, decision.members)))
+            reply, _ = self._send(key, lambda b, k=key: b.undo(k, decision.members))
+            removed += int(reply)
         return removed
 
 
-def merge_top(replies: Iterable[List]) -> List[Tuple[str, int, int]]:
+def merge_top(replies: Iterable[List]) -> List[Tuple[Union[str, bytes], int, int]]:
     """Merges SLIDEWIN.TOP replies from several nodes (a cluster's masters
     each answer for their own keys): counts and error bounds add per key,
-    heaviest first."""
+    heaviest first. A key is given as text when it is UTF-8, else as the
+    bytes the server holds (a key of any bytes is a valid key)."""
     merged = {}
     for reply in replies:
         for key, count, error in reply:
-            key = key.decode() if isinstance(key, bytes) else key
-            c, e = merged.get(key, (0, 0))
-            merged[key] = (c + int(count), e + int(error))
-    return sorted(((k, c, e) for k, (c, e) in merged.items()), key=lambda t: (-t[1], t[0]))
+            raw = key_bytes(key)
+            c, e = merged.get(raw, (0, 0))
+            merged[raw] = (c + int(count), e + int(error))
+    ordered = sorted(merged.items(), key=lambda kv: (-kv[1][0], kv[0]))
+    return [(_as_text(k), c, e) for k, (c, e) in ordered]
+
+
+def _as_text(raw: bytes) -> Union[str, bytes]:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
+__all__ = ["Limiter", "Policy", "Backend", "Chain", "BACKENDS", "DEFAULT_BACKENDS", "MODULE", "FUNCTION_LIBRARY", "SCRIPT", "eval_code",
+           "DENY", "ALLOW", "LOCAL", "merge_top", "library_code"]

@@ -48,6 +48,8 @@ from limits.errors import ConfigurationError
 from limits.storage import RedisClusterStorage as _RedisClusterStorage
 from limits.storage import RedisStorage as _RedisStorage
 
+from . import errors as _errors
+
 __all__ = [
     "SlidewinStorage",
     "SlidewinClusterStorage",
@@ -82,8 +84,9 @@ class SlidewinLimitError(SlidewinStorageError):
         self.maximum = maximum
 
 
-class SlidewinModuleError(SlidewinStorageError):
-    """The server has no slidewin module, or one without `WITHOLDEST`."""
+class SlidewinModuleError(SlidewinStorageError, _errors.SlidewinModuleError):
+    """The server has no slidewin module, or one without `WITHOLDEST` (also
+    a `slidewin.SlidewinModuleError`)."""
 
 
 # The module's range errors (docs/reference.md, Errors): the bound follows the setting.

@@ -14,6 +14,12 @@ def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+def key_bytes(key) -> bytes:
+    """A key as the server holds it: bytes as given, str as UTF-8 (as
+    redis-py sends it). `"a"` and `b"a"` are one key."""
+    return key if isinstance(key, bytes) else str(key).encode("utf-8")
+
+
 class DenialCache:
     """Remembers, per rule (key, limit, window), what Redis refused: "a call
     of cost >= c is refused until t" after a denial of cost c.
@@ -41,9 +47,9 @@ class DenialCache:
     def __init__(self, max_entries: int = 10_000, clock: Callable[[], int] = monotonic_ms):
         self._max = max_entries
         self._clock = clock
-        # (key, limit, window) -> [(cost, until), ...], cost and until ascending.
-        self._steps: "OrderedDict[Tuple[str, int, int], List[Tuple[int, int]]]" = OrderedDict()
-        self._by_key: Dict[str, Set[Tuple[str, int, int]]] = {}
+        # (key as bytes, limit, window) -> [(cost, until), ...], cost and until ascending.
+        self._steps: "OrderedDict[Tuple[bytes, int, int], List[Tuple[int, int]]]" = OrderedDict()
+        self._by_key: Dict[bytes, Set[Tuple[bytes, int, int]]] = {}
         self._lock = threading.Lock()
 
     def block(self, rule: Rule, retry_after_ms: int, cost: int = 1, since: Optional[int] = None) -> None:
@@ -53,12 +59,12 @@ class DenialCache:
         if retry_after_ms <= 0 or self._max <= 0:
             return
         until = (self._clock() if since is None else since) + retry_after_ms
-        k = (rule.key, rule.limit, rule.window_ms)
+        k = (key_bytes(rule.key), rule.limit, rule.window_ms)
         with self._lock:
             steps = self._steps.get(k)
             if steps is None:
                 steps = self._steps[k] = []
-                self._by_key.setdefault(rule.key, set()).add(k)
+                self._by_key.setdefault(k[0], set()).add(k)
             self._steps.move_to_end(k)
             now = self._clock()
             steps[:] = [(c, u) for c, u in steps if u > now]
@@ -74,7 +80,7 @@ class DenialCache:
     def blocked_for(self, rule: Rule, cost: int = 1) -> int:
         """The ms a call of `cost` on this rule stays refused, 0 when it is
         not known refused."""
-        k = (rule.key, rule.limit, rule.window_ms)
+        k = (key_bytes(rule.key), rule.limit, rule.window_ms)
         with self._lock:
             steps = self._steps.get(k)
             if steps is None:
@@ -91,13 +97,13 @@ class DenialCache:
             until = max((u for c, u in steps if c <= cost), default=now)
             return until - now
 
-    def forget_key(self, key: str) -> None:
+    def forget_key(self, key) -> None:
         """This instance gave entries of `key` back (UNDO)."""
         with self._lock:
-            for k in self._by_key.pop(key, ()):
+            for k in self._by_key.pop(key_bytes(key), ()):
                 self._steps.pop(k, None)
 
-    def _unindex(self, k: Tuple[str, int, int]) -> None:
+    def _unindex(self, k: Tuple[bytes, int, int]) -> None:
         rules = self._by_key.get(k[0])
         if rules is not None:
             rules.discard(k)
@@ -110,19 +116,19 @@ class DenialCache:
 
 
 class LocalWindows:
-    """An exact sliding window per rule, in this process only: the seeds'
-    per-instance counter, used by the `local` outage policy. With N
+    """An exact sliding window per rule, in this process only, used by the
+    `local` outage policy. With N
     instances a key may see up to N x limit calls per window while Redis is
     away. Bounded to `max_keys` rules (least recently used dropped)."""
 
     def __init__(self, max_keys: int = 10_000, clock: Callable[[], int] = monotonic_ms):
         self._max = max_keys
         self._clock = clock
-        self._logs: "OrderedDict[Tuple[str, int, int], Deque[int]]" = OrderedDict()
+        self._logs: "OrderedDict[Tuple[bytes, int, int], Deque[int]]" = OrderedDict()
         self._lock = threading.Lock()
 
     def _log(self, rule: Rule, now: int) -> Deque[int]:
-        k = (rule.key, rule.limit, rule.window_ms)
+        k = (key_bytes(rule.key), rule.limit, rule.window_ms)
         log = self._logs.get(k)
         if log is None:
             log = deque()

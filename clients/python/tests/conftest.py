@@ -149,6 +149,20 @@ def entries(r: redis.Redis, key: str) -> int:
     return limit - r.execute_command("SLIDEWIN.PEEK", key, limit, 3_600_000)[2]
 
 
+def count_sends(limiter) -> list:
+    """The commands `limiter` sends from now on (their names, one per send),
+    counted where they leave it."""
+    sent = []
+    real = limiter.link.execute
+
+    def counting(key, args):
+        sent.append(args[0])
+        return real(key, args)
+
+    limiter.link.execute = counting
+    return sent
+
+
 @pytest.fixture(params=SERVERS)
 def bare_server(request):
     """A server without the module: the FUNCTION library answers."""

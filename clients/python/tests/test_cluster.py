@@ -130,3 +130,27 @@ def test_tryagain_during_a_slot_migration_is_not_an_outage(cluster):
     assert [p.remaining for p in done.per_rule] == [8, 8], "both keys came through the migration"
     assert lim.policy.breaker.state == "closed" and lim.policy.breaker.opened == 0
     rc.close()
+
+
+def test_a_cluster_client_without_a_timeout_gets_the_limiters(cluster):
+    import os
+    import signal
+    import threading
+
+    key = "{hang}k"
+    _, node, other, _, _ = cluster.owner(key)
+    rc = RedisCluster(host="127.0.0.1", port=node.port)  # no socket_timeout: it would wait forever
+    lim = Limiter(rc, outage=DENY, timeout_ms=300)
+    assert lim.check(key, 5, 60_000).source == REDIS
+    os.kill(node.proc.pid, signal.SIGSTOP)
+    box = {}
+    try:
+        t = threading.Thread(target=lambda: box.setdefault("d", lim.check(key, 5, 60_000)), daemon=True)
+        t.start()
+        t.join(10)
+        assert "d" in box, "the call did not return within 10 s"
+    finally:
+        os.kill(node.proc.pid, signal.SIGCONT)
+    assert (box["d"].allowed, box["d"].source) == (False, FALLBACK)
+    assert lim.stats()["decisions"]["fallback"] == {"timeout": 1}
+    rc.close()

@@ -207,8 +207,10 @@ def test_after_a_failover_readonly_is_retried_on_a_fresh_connection(server):
     try:
         raw(new).replicaof("127.0.0.1", server.port)
         eventually("the replica is in sync", lambda: raw(new).info("replication").get("master_link_status") == "up")
-        lim = Limiter(redis.Redis(port=endpoint.port), outage=DENY)
-        alim = AsyncLimiter(redis.asyncio.Redis(port=endpoint.port), outage=DENY)
+        # A generous timeout: every connection goes through the forwarder's
+        # Python threads, slow on a loaded machine; READONLY is under test.
+        lim = Limiter(redis.Redis(port=endpoint.port), outage=DENY, timeout_ms=2000)
+        alim = AsyncLimiter(redis.asyncio.Redis(port=endpoint.port), outage=DENY, timeout_ms=2000)
 
         async def acheck():
             return await alim.check("k", 5, 60_000)
@@ -227,9 +229,9 @@ def test_after_a_failover_readonly_is_retried_on_a_fresh_connection(server):
             raw(server).replicaof("127.0.0.1", new.port)
             endpoint.target = new.port
             d = lim.check("k", 5, 60_000)
-            assert (d.allowed, d.source, d.remaining) == (True, REDIS, 2), d
+            assert (d.allowed, d.source, d.remaining) == (True, REDIS, 2), (d, lim.stats())
             a = loop.run_until_complete(acheck())
-            assert (a.allowed, a.source, a.remaining) == (True, REDIS, 1), a
+            assert (a.allowed, a.source, a.remaining) == (True, REDIS, 1), (a, alim.stats())
             assert lim.policy.breaker.state == alim.policy.breaker.state == "closed"
             assert raw(new).zcard("k") == 4
             loop.run_until_complete(alim.aclose())

@@ -9,7 +9,7 @@ import time
 import redis
 import redis.asyncio
 from slidewin import ALLOW, DENY, FALLBACK, FUNCTION, LOCAL, LOCAL_CACHE, REDIS, AsyncLimiter, Limiter, Rule, merge_top
-from conftest import entries
+from conftest import count_sends, entries
 
 
 def test_check_allows_then_denies_with_details(store_server):
@@ -67,8 +67,11 @@ def test_sixteen_threads_on_one_key_never_exceed_the_limit(store_server):
     server = store_server
     # 16 threads, 2400 calls, limit 50 in a window longer than the run:
     # exactly 50 are allowed, with or without the local cache.
-    plain = Limiter(server.client(max_connections=32), cache_size=0)
-    cached = Limiter(server.client(max_connections=32))
+    # A generous timeout: a call that times out may have been recorded (and
+    # is answered by the outage policy), which on a loaded machine would
+    # blur the count under test.
+    plain = Limiter(server.client(max_connections=32), cache_size=0, timeout_ms=10_000)
+    cached = Limiter(server.client(max_connections=32), timeout_ms=10_000)
     allowed = []
     lock = threading.Lock()
 
@@ -122,14 +125,7 @@ def test_outage_policies_answer_while_redis_is_down(server):
     results = {}
     for policy in (DENY, ALLOW, LOCAL):
         lim = Limiter(server.client(), outage=policy, timeout_ms=200, breaker_pause_ms=200)
-        attempts = []
-        real = lim.client.execute_command
-
-        def counting(*args, **kw):
-            attempts.append(args[0])
-            return real(*args, **kw)
-
-        lim.client.execute_command = counting
+        attempts = count_sends(lim)
         down, back, load = _kill_and_restart(server, lim, lambda: lim.check(f"{policy}:k", 3, 60_000))
         assert all(d.source == FALLBACK for d in down), [d.source for d in down]
         allowed = [d.allowed for d in down]
@@ -263,3 +259,36 @@ def test_a_wrong_password_is_raised_not_treated_as_an_outage(server):
             assert lim.policy.breaker.state == "closed"
     finally:
         redis.Redis(port=server.port, password="s3cret").config_set("requirepass", "")
+
+
+def test_answers_without_the_server_are_counted_and_logged_rate_limited(server, caplog):
+    import logging
+
+    lim = Limiter(server.client(), outage=DENY, timeout_ms=200, breaker_pause_ms=60_000)
+    assert lim.check("s", 1, 60_000).source == REDIS
+    assert lim.check("s", 1, 60_000).source == REDIS  # refused: cached
+    assert lim.check("s", 1, 60_000).source == LOCAL_CACHE
+    server.kill()
+    with caplog.at_level(logging.WARNING, logger="slidewin"):
+        answers = [lim.check(f"k{i}", 5, 60_000) for i in range(20)]
+    assert all(a.source == FALLBACK and not a.allowed for a in answers)
+    assert lim.stats()["decisions"] == {
+        "redis": {"decided": 2},
+        "local-cache": {"denied-before": 1},
+        "fallback": {"connection": 1, "breaker-open": 19},
+    }
+    assert lim.stats()["breaker"] == {"state": "open", "opened": 1}
+    messages = [r.getMessage() for r in caplog.records if r.name == "slidewin"]
+    assert all(r.levelname == "WARNING" for r in caplog.records if r.name == "slidewin")
+    # One record each: the breaker opening, the connection failure, the
+    # first answer while open; 18 more held back (rate-limited).
+    assert len(messages) == 3, messages
+    assert "circuit breaker opened (connection" in messages[0] and "'deny'" in messages[0]
+    assert "Redis did not decide (connection" in messages[1] and "refused the call" in messages[1]
+    assert "Redis did not decide (breaker-open)" in messages[2]
+    # With no rate limit, the record after a held-back run says how many.
+    lim.policy.stats._log_every_ms = 0
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="slidewin"):
+        lim.check("again", 5, 60_000)
+    assert "(18 more like it not logged since the last record)" in caplog.records[-1].getMessage()

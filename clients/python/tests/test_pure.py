@@ -188,7 +188,7 @@ def test_the_steps_per_rule_are_bounded():
     for i in range(20):
         cache.block(R, 100 + i, cost=20 - i)  # each cheaper one waits longer
     assert cache.blocked_for(R, 1) == 119, "the cheapest, refusing longest, is kept"
-    steps = cache._steps[(R.key, R.limit, R.window_ms)]
+    steps = cache._steps[(R.key.encode(), R.limit, R.window_ms)]
     assert len(steps) <= DenialCache.STEPS
 
 
