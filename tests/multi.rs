@@ -643,12 +643,6 @@ fn entries_bound(flavor: Flavor, log_args: &[&str]) {
     let master = Options::new(flavor).module_args(&module_args).start();
     let replica = replica_with(&master, Options::new(flavor).module_args(&module_args));
     let mut c = master.conn();
-    let cfg: std::collections::HashMap<String, String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("slidewin.max-entries-per-call")
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(cfg["slidewin.max-entries-per-call"], "0", "the default");
     // Two keys holding a few entries each, and a string for the order of
     // the errors.
     let (a, b) = ("{b}:a", "{b}:b");
@@ -742,8 +736,14 @@ fn entries_bound(flavor: Flavor, log_args: &[&str]) {
     assert_eq!(v, Value::Int(1));
     assert_eq!(entries(&mut c, b"{b}:one").len(), 1000);
 
-    // Set explicitly, the bound no longer follows max-limit, and CHECK is
-    // bounded by it too.
+    let cfg: std::collections::HashMap<String, String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("slidewin.max-entries-per-call")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(cfg["slidewin.max-entries-per-call"], "0", "the default");
+    // The bound follows max-limit while the setting is 0; set explicitly, it
+    // no longer does, and CHECK is bounded by it too.
     config_set(&mut c, "slidewin.max-limit", 2000);
     let two = ["2", "{b}:e", "2000", "600000", "{b}:f", "2000", "600000"];
     let args = with_cost(&two, "501");
