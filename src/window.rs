@@ -514,33 +514,45 @@ fn count_rules<L: WindowLog>(
     Ok(counts)
 }
 
-/// The ids an MCHECK has chosen so far, in order, and as a set once there
-/// are more than a few: whether an id is among them is O(1), not a search
-/// of all of them (which made a call O(cost^2)).
+/// The ids an MCHECK has chosen so far, in order; whether an id is among
+/// them is O(1), not a search of all of them (which made a call
+/// O(cost^2)). Ids usually count up by one from the first: while they do,
+/// they are one range and nothing is hashed; the ids after the first break
+/// go into a set.
 #[derive(Debug, Default)]
 struct Chosen {
     ids: Vec<i64>,
+    /// The first ids, while they count up by one: `run.0..run.1`.
+    run: (i64, i64),
+    /// Every id after the run ended.
     set: HashSet<i64>,
 }
 
 impl Chosen {
-    /// Up to this many ids, a search of the vector (no set is built).
-    const SEARCHED: usize = 16;
+    fn with_capacity(count: u64) -> Self {
+        Chosen {
+            ids: Vec::with_capacity(usize::try_from(count).unwrap_or(0)),
+            ..Chosen::default()
+        }
+    }
 
     fn contains(&self, id: i64) -> bool {
-        if self.ids.len() <= Self::SEARCHED {
-            self.ids.contains(&id)
-        } else {
-            self.set.contains(&id)
-        }
+        (self.run.0..self.run.1).contains(&id) || self.set.contains(&id)
     }
 
     fn push(&mut self, id: i64) {
         self.ids.push(id);
-        if self.ids.len() == Self::SEARCHED + 1 {
-            self.set.extend(self.ids.iter().copied());
-        } else if self.ids.len() > Self::SEARCHED {
-            self.set.insert(id);
+        let counting = self.set.is_empty() && (self.ids.len() == 1 || id == self.run.1);
+        match id.checked_add(1) {
+            Some(after) if counting => {
+                if self.ids.len() == 1 {
+                    self.run.0 = id;
+                }
+                self.run.1 = after;
+            }
+            _ => {
+                self.set.insert(id);
+            }
         }
     }
 }
@@ -573,7 +585,7 @@ fn shared_members<L: WindowLog>(
     first: i64,
     wide: &mut impl WideIds,
 ) -> Result<Vec<i64>, L::Error> {
-    let mut chosen = Chosen::default();
+    let mut chosen = Chosen::with_capacity(count);
     let mut known = Unusable::default();
     let mut short = first;
     for _ in 0..count {

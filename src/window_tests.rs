@@ -961,16 +961,27 @@ fn add_entries_ids(log: &mut Counted, cost: u64, first: i64) -> Result<Vec<i64>,
 
 #[test]
 fn chosen_ids_answer_as_the_list_does_at_every_size() {
-    let mut chosen = Chosen::default();
-    for i in 0..100i64 {
-        let id = i * 7 % 101;
-        for probe in [id, id + 1, -id] {
-            assert_eq!(chosen.contains(probe), chosen.ids.contains(&probe), "{i}");
+    // Counting up from 40 (one range), then a break, counting up again,
+    // then scattered ids, and the top of the range.
+    let ids: Vec<i64> = (40..70)
+        .chain(1_000..1_020)
+        .chain((0..60).map(|i| i * 7 % 101))
+        .chain([i64::MAX, i64::MAX - 1])
+        .collect();
+    let mut chosen = Chosen::with_capacity(ids.len() as u64);
+    for (i, &id) in ids.iter().enumerate() {
+        for probe in [id, id - 1, id.saturating_add(1), -id, 39, 70, 1_020] {
+            assert_eq!(
+                chosen.contains(probe),
+                chosen.ids.contains(&probe),
+                "after {i} ids, {probe}"
+            );
         }
         chosen.push(id);
         assert!(chosen.contains(id));
     }
-    assert_eq!(chosen.ids.len(), 100);
+    assert_eq!(chosen.ids, ids);
+    assert_eq!(chosen.run, (40, 70), "the first ids are one range");
 }
 
 #[test]
