@@ -22,15 +22,6 @@ on_every_server! {
     module_unload_is_safe => module_unload;
 }
 
-fn set_config(c: &mut Connection, name: &str, value: &str) {
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg(name)
-        .arg(value)
-        .query(c)
-        .unwrap_or_else(|e| panic!("CONFIG SET {name} {value}: {e}"));
-}
-
 fn oom(flavor: Flavor) {
     let server = Options::new(flavor).start();
     let mut c = server.conn();

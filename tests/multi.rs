@@ -620,15 +620,6 @@ fn entries_bound_compact(flavor: Flavor) {
     entries_bound(flavor, &["log-type", "compact"]);
 }
 
-fn config_set(c: &mut Connection, name: &str, value: i64) {
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg(name)
-        .arg(value)
-        .query(c)
-        .unwrap_or_else(|e| panic!("CONFIG SET {name} {value}: {e}"));
-}
-
 /// The entries one call adds in all (COST times MCHECK's distinct keys)
 /// are bounded by `slidewin.max-entries-per-call`, which follows
 /// `slidewin.max-limit` while it is 0 (the default). Above it the call is
@@ -744,7 +735,7 @@ fn entries_bound(flavor: Flavor, log_args: &[&str]) {
     assert_eq!(cfg["slidewin.max-entries-per-call"], "0", "the default");
     // The bound follows max-limit while the setting is 0; set explicitly, it
     // no longer does, and CHECK is bounded by it too.
-    config_set(&mut c, "slidewin.max-limit", 2000);
+    set_config(&mut c, "slidewin.max-limit", "2000");
     let two = ["2", "{b}:e", "2000", "600000", "{b}:f", "2000", "600000"];
     let args = with_cost(&two, "501");
     let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
@@ -753,7 +744,7 @@ fn entries_bound(flavor: Flavor, log_args: &[&str]) {
         matches!(&v, Value::Array(f) if f[0] == Value::Int(1)),
         "follows max-limit: {v:?}"
     );
-    config_set(&mut c, "slidewin.max-entries-per-call", 600);
+    set_config(&mut c, "slidewin.max-entries-per-call", "600");
     let before = (digest(&mut c), offset(&mut c));
     let args = with_cost(&two, "301");
     let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
@@ -776,7 +767,7 @@ fn entries_bound(flavor: Flavor, log_args: &[&str]) {
         Value::Int(1)
     );
     // Back to 0: max-limit again.
-    config_set(&mut c, "slidewin.max-entries-per-call", 0);
+    set_config(&mut c, "slidewin.max-entries-per-call", "0");
     assert_eq!(
         slidewin(
             &mut c,
