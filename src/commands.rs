@@ -7,8 +7,8 @@ use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
 use crate::args::{self, ArgError, Command, Reply};
 use crate::ffi::{Arg, StoreError};
-use crate::store::compact_store::{self, LOG_TYPE};
-use crate::store::effect::Effect;
+use crate::store::compact::effect::Effect;
+use crate::store::compact::store::{self as compact_store, LOG_TYPE};
 use crate::store::key_log::KeyLog;
 use crate::store::zset::{Key, KeyKind};
 use crate::top::Outcome;
@@ -317,7 +317,7 @@ pub fn peek(ctx: &Context, argv: &[Arg]) -> RedisResult {
 /// `SLIDEWIN.APPLY key [LOG payload] [TRIM cutoff_ms] [REMOVE member]...
 /// [ADD score_ms first_member count]... [PXAT unix_ms]`
 ///
-/// The effect command of compact logs (see `effect.rs`): applies absolute
+/// The effect command of compact logs (see `store/compact/effect.rs`): applies absolute
 /// changes, checked first; replicated as it came.
 pub fn apply(ctx: &Context, argv: &[Arg]) -> RedisResult {
     counted(guarded(|| execute_apply(ctx, argv)))

@@ -4,9 +4,9 @@
 //! Layout:
 //! - `args`: argument parsing (pure);
 //! - `window`: the window decision over an abstract log (pure);
-//! - `compact`: the compact log, a second store (pure);
-//! - `effect`: the effect command's changes to a compact log (pure);
-//! - `compact_store`: the compact log as a data type and a store;
+//! - `store::compact`: the compact log, a second store (a folder: the pure
+//!   log and its encoding, `effect` the effect command's changes, `store`
+//!   the data type and store);
 //! - `key_log`: the log in a key, whichever store holds it;
 //! - `member`: member ids for log entries (pure);
 //! - `ffi`: the raw server calls: API lookup, status checks, errors, the
@@ -92,7 +92,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // RDB reader and RESTORE target need the module.
     let compact = config::log_type() == config::LogType::Compact;
     if compact {
-        if let Err(e) = store::compact_store::LOG_TYPE.create(ctx) {
+        if let Err(e) = store::compact::store::LOG_TYPE.create(ctx) {
             ffi::log(
                 Some(ctx),
                 c"warning",

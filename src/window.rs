@@ -234,6 +234,10 @@ fn detail_allowed(rule: &Rule, count: u64, now_ms: i64, at_ms: i64) -> Detail {
     }
 }
 
+/// The most ids one search for a wide id probes (see `first_free`): ids
+/// the call already knows taken are stepped over and not counted.
+const MAX_WIDE_TRIES: u64 = 1024;
+
 /// Ids a call knows it cannot use: the run `from..to` of consecutive ids
 /// it probed and found taken or took itself. Nothing frees an id during a
 /// call, so a later search can step over the run without probing it again:
@@ -276,7 +280,9 @@ impl Unusable {
 /// ids `known` already holds unusable without probing them; with a
 /// consistent store one is found, since fewer than `tries + 1` of them can
 /// be taken. Probes the same ids as a plain scan would, less the known ones,
-/// and finds the same id.
+/// and finds the same id; but never more than `MAX_WIDE_TRIES` of them (a
+/// log written by SLIDEWIN.APPLY may claim 2^40 consecutive members): then
+/// it fails.
 fn first_free<E: From<NoFreeMember>>(
     start: i64,
     tries: u64,
@@ -289,7 +295,7 @@ fn first_free<E: From<NoFreeMember>>(
     }
     // `skip > 0` only inside the run, which ends at `known.to`.
     let mut id = if skip > 0 { known.to } else { start };
-    for _ in skip..=tries {
+    for _ in (skip..=tries).take(MAX_WIDE_TRIES as usize) {
         let took = take(id)?;
         known.note(id);
         if took {
@@ -334,7 +340,12 @@ fn add_entries<L: WindowLog>(
         let id = if added {
             short
         } else {
-            // Taken: a wide id; among count + 1 consecutive ones one is free.
+            // Taken: a wide id; among count + 1 consecutive ones one is free
+            // in a log the module made. Bounded all the same: a log written
+            // by SLIDEWIN.APPLY may claim 2^40 consecutive members, and a
+            // call's cost must not follow (`first_free` probes at most
+            // MAX_WIDE_TRIES ids, then fails as for any log with no free
+            // member).
             let tries = log.count()?.saturating_add(cost);
             let start = wide.fresh(now_ms);
             first_free(start, tries, &mut known, |id| log.add(now_ms, id))?
@@ -596,7 +607,8 @@ fn shared_members<L: WindowLog>(
         } else {
             // Taken somewhere: a wide id. The logs and the chosen ids hold
             // fewer than `tries` ids in all, so one of `tries` consecutive
-            // ids is free.
+            // ids is free (probed at most MAX_WIDE_TRIES at a time, as for
+            // CHECK).
             let mut tries = count;
             for log in logs.iter() {
                 tries = tries.saturating_add(log.count()?);

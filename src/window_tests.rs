@@ -1058,3 +1058,24 @@ proptest! {
         prop_assert!(log.probes <= reference.probes);
     }
 }
+
+#[test]
+fn a_long_run_of_taken_wide_ids_fails_after_a_bounded_search() {
+    // 5,000 consecutive members from the first wide id on (a log written by
+    // SLIDEWIN.APPLY can claim 2^40): the search gives up after
+    // MAX_WIDE_TRIES probes instead of following the run.
+    let base = crate::member::member_id(NOW, SEQ0);
+    let mut taken: Vec<i64> = (0..5_000).map(|i| base + i).collect();
+    taken.push(1);
+    let mut log = holding(&taken, NOW as f64);
+    assert_eq!(add_entries_ids(&mut log, 1, 1), Err(NoFreeMember));
+    assert_eq!(
+        log.probes,
+        1 + MAX_WIDE_TRIES,
+        "the short id, then the wide ones"
+    );
+    let mut logs = vec![holding(&taken, NOW as f64)];
+    let r = shared_members(&mut logs, NOW, 1, 1, &mut TestIds { seq: SEQ0 });
+    assert_eq!(r, Err(NoFreeMember));
+    assert_eq!(logs[0].probes, 1 + MAX_WIDE_TRIES);
+}

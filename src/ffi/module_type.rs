@@ -1,7 +1,7 @@
 //! A module data type: registration and the server's callbacks (RDB save
 //! and load, AOF rewrite, digest, memory usage, copy, free, defrag), over any value
 //! that says how to turn itself into bytes and back ([`TypeValue`]). This
-//! file knows nothing of what the value is; `compact_store.rs` gives the
+//! file knows nothing of what the value is; `store/compact/store.rs` gives the
 //! compact log to it.
 //!
 //! Every callback catches a panic (a panic crossing into the server would

@@ -862,7 +862,7 @@ pub fn entries(c: &mut Connection, key: &[u8]) -> Vec<(Vec<u8>, f64)> {
 /// The entries of a compact log (`log-type compact`), read from its DUMP
 /// payload by a decoder of this test suite's own (not the module's): the
 /// RDB module value is the type byte, the module id, one string (the log's
-/// encoding, see `src/store/compact.rs`) and an end marker. String compression
+/// encoding, see `src/store/compact/codec.rs`) and an end marker. String compression
 /// is turned off first, so that the string is stored as it is.
 fn compact_entries(c: &mut Connection, key: &[u8]) -> Vec<(Vec<u8>, f64)> {
     let _: () = redis::cmd("CONFIG")

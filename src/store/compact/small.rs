@@ -12,10 +12,12 @@
 //! run before them, so a trim rewrites the header and the first kept
 //! record only, an append writes one record, a join rewrites the last.
 
-use super::{
-    put_run, put_varint, read_run, rounded, unzigzag, varint_len, zigzag, Reader, Run, Sink,
+use super::codec::{
+    put_run, put_varint, read_run, unzigzag, varint_len, zigzag, Reader, Sink, VERSION,
 };
-use super::{MAX_SCORE, SMALL_RUNS, VERSION};
+use super::log::SMALL_RUNS;
+use super::run::{Run, MAX_SCORE};
+use super::spare::rounded;
 
 /// The most runs a summary is read for (a small form holds at most
 /// [`SMALL_RUNS`]; the unit tests hand it larger ones).
@@ -233,7 +235,7 @@ pub(super) fn newest_entry(s: &Summary) -> Option<Option<(f64, Option<i64>)>> {
     if s.shares_top {
         return None;
     }
-    let best = super::greatest_decimal(s.last.first, s.last.last());
+    let best = super::chunked::greatest_decimal(s.last.first, s.last.last());
     Some(Some((s.last.score as f64, Some(best))))
 }
 

@@ -1,0 +1,506 @@
+//! A chunk: a stretch of consecutive runs held encoded, with the summaries
+//! that answer most queries without decoding it.
+
+use super::codec::*;
+use super::rice::*;
+use super::run::Run;
+
+/// Runs per chunk: a chunk is decoded whole when a call needs its insides
+/// (an insert out of order, an UNDO, the boundary of a trim), so this bounds
+/// that work; fewer, larger chunks spend less on each chunk's summary.
+#[cfg(not(test))]
+pub const CHUNK_RUNS: usize = 1024;
+/// In the unit tests, tiny chunks: every property test crosses chunk
+/// boundaries many times (inserts, splits, trims and UNDOs across them).
+#[cfg(test)]
+pub const CHUNK_RUNS: usize = 3;
+
+/// A stretch of consecutive runs, held encoded (records relative to the
+/// chunk's first run) but for the last run, which stays open so that the
+/// next entry of the same millisecond extends it. The summaries answer most
+/// queries without decoding.
+///
+/// The records are written in one of two ways, the chunk's `kind`:
+/// - [`BYTES`]: the byte records of the encoding (see [`put_run`]), cheap
+///   to append: the chunk calls write to;
+/// - a Rice code of parameter `k` (`kind` is `k + 1`, see [`put_rice`]):
+///   a run of one entry whose member is the expected one costs `q + 1 + k`
+///   bits for a gap of `q * 2^k + r` ms, about 1.25 bytes for Poisson
+///   arrivals, against 1.7 for the bytes.
+///
+/// A chunk is *sealed* when the next chunk starts after it (and whenever
+/// it is rebuilt): its runs are written again in whichever kind is the
+/// smallest for them, once per [`CHUNK_RUNS`] runs, so amortized O(1).
+#[derive(Debug, Clone)]
+pub(super) struct Chunk {
+    /// The state the first live record is read from: the score and one
+    /// more than the last member of the record before it (for a new chunk,
+    /// its first run's score and first member).
+    pub(super) base_score: i64,
+    pub(super) base_id: i64,
+    /// The records of every run but the last, from `start` on (a byte
+    /// offset for [`BYTES`], a bit offset for a Rice code): a trim steps
+    /// `start` past expired records instead of rewriting the bytes.
+    pub(super) bytes: Vec<u8>,
+    pub(super) start: usize,
+    /// The score of the first live run.
+    pub(super) first_score: i64,
+    /// The state after the last record (the last encoded run's score and
+    /// one more than its last member).
+    pub(super) tail_score: i64,
+    pub(super) tail_expected: i64,
+    /// The last run, not yet encoded.
+    pub(super) last: Run,
+    /// Runs (with `last`) and entries in the chunk.
+    pub(super) runs: u32,
+    /// How the records are written: [`BYTES`] or a Rice parameter plus one.
+    pub(super) kind: u8,
+    /// For a Rice code: the bits of the last byte not yet used (0 to 7).
+    pub(super) pad: u8,
+    pub(super) entries: u64,
+    /// The smallest and largest member in the chunk, exact: the first
+    /// run's first and the last run's last (a chunk holds a stretch of the
+    /// chain, whose members increase; see `chunked.rs`).
+    pub(super) min_id: i64,
+    pub(super) max_id: i64,
+}
+
+/// A chunk whose records are the encoding's bytes.
+pub(super) const BYTES: u8 = 0;
+
+impl Chunk {
+    /// A chunk of one run, its records written as bytes.
+    pub(super) fn of(run: Run) -> Chunk {
+        Chunk {
+            base_score: run.score,
+            base_id: run.first,
+            bytes: Vec::new(),
+            start: 0,
+            first_score: run.score,
+            tail_score: run.score,
+            tail_expected: run.first,
+            last: run,
+            runs: 1,
+            kind: BYTES,
+            pad: 0,
+            entries: run.count,
+            min_id: run.first,
+            max_id: run.last(),
+        }
+    }
+
+    /// A chunk of one run whose records go into `bytes` (emptied first),
+    /// reusing its allocation.
+    pub(super) fn of_in(run: Run, mut bytes: Vec<u8>) -> Chunk {
+        bytes.clear();
+        Chunk {
+            bytes,
+            ..Chunk::of(run)
+        }
+    }
+
+    /// A chunk of the given runs (at least one; in score order), its
+    /// records written in the smallest kind for them, in a block of their
+    /// size.
+    pub(super) fn from_runs(runs: &[Run]) -> Option<Chunk> {
+        let (&first, rest) = runs.split_first()?;
+        let (kind, bytes) = best_kind(runs);
+        let mut c = Chunk {
+            kind,
+            bytes: Vec::with_capacity(bytes),
+            ..Chunk::of(first)
+        };
+        for &r in rest {
+            c.append(r);
+        }
+        c.bytes.shrink_to_fit();
+        Some(c)
+    }
+
+    /// A chunk of `runs` written in `kind` whatever its size (tests: every
+    /// kind must read back what it was given).
+    #[cfg(test)]
+    pub(super) fn from_runs_as(runs: &[Run], kind: u8) -> Option<Chunk> {
+        let (&first, rest) = runs.split_first()?;
+        let mut c = Chunk {
+            kind,
+            ..Chunk::of(first)
+        };
+        for &r in rest {
+            c.push(r);
+        }
+        Some(c)
+    }
+
+    /// Writes the runs again in the smallest kind for them, in a block of
+    /// their size (the chunk is full, or rebuilt): the records the calls
+    /// appended as bytes become a Rice code where that is smaller.
+    pub(super) fn seal(&mut self) {
+        let runs = self.decode();
+        if let Some(c) = Chunk::from_runs(&runs) {
+            *self = c;
+        }
+    }
+
+    pub(super) fn first_score(&self) -> i64 {
+        self.first_score
+    }
+
+    pub(super) fn last_score(&self) -> i64 {
+        self.last.score
+    }
+
+    /// Where the records end: a byte offset for [`BYTES`], a bit offset
+    /// for a Rice code.
+    pub(super) fn end(&self) -> usize {
+        if self.kind == BYTES {
+            self.bytes.len()
+        } else {
+            self.bytes
+                .len()
+                .saturating_mul(8)
+                .saturating_sub(usize::from(self.pad))
+        }
+    }
+
+    /// Reads the record at `at` after the state (`score`, `expected`),
+    /// moving both past it.
+    pub(super) fn read(
+        &self,
+        at: &mut usize,
+        score: &mut i64,
+        expected: &mut i64,
+    ) -> Result<Run, DecodeError> {
+        if self.kind == BYTES {
+            let mut r = Reader {
+                bytes: &self.bytes,
+                at: *at,
+            };
+            let run = read_run(&mut r, score, expected)?;
+            *at = r.at;
+            Ok(run)
+        } else {
+            let k = u32::from(self.kind.saturating_sub(1));
+            read_rice(&self.bytes, self.end(), at, k, score, expected)
+        }
+    }
+
+    /// Appends `run` (scored at or after the last run), closing the last.
+    pub(super) fn push(&mut self, run: Run) {
+        // Room for one more record (at most 31 bytes), grown by a quarter
+        // rather than doubled: the open chunk's spare room is memory too.
+        if self.bytes.capacity() - self.bytes.len() < 32 {
+            self.bytes.reserve_exact((self.bytes.len() / 4).max(32));
+        }
+        self.append(run);
+    }
+
+    /// As `push`, in whatever room the block has (growing it as a vector
+    /// grows when there is none).
+    pub(super) fn append(&mut self, run: Run) {
+        let closed = self.last;
+        if self.kind == BYTES {
+            put_run(
+                &mut self.bytes,
+                &mut self.tail_score,
+                &mut self.tail_expected,
+                closed,
+            );
+        } else {
+            let k = u32::from(self.kind.saturating_sub(1));
+            let mut w = BitWriter {
+                out: &mut self.bytes,
+                pad: self.pad,
+            };
+            put_rice(
+                &mut w,
+                k,
+                &mut self.tail_score,
+                &mut self.tail_expected,
+                closed,
+            );
+            self.pad = w.pad;
+        }
+        self.last = run;
+        self.runs = self.runs.saturating_add(1);
+        self.entries = self.entries.saturating_add(run.count);
+        self.min_id = self.min_id.min(run.first);
+        self.max_id = self.max_id.max(run.last());
+    }
+
+    /// Every run of the chunk, in order.
+    pub(super) fn decode(&self) -> Vec<Run> {
+        let mut out = Vec::with_capacity(self.runs as usize);
+        self.for_each_run(|r| out.push(r));
+        out
+    }
+
+    /// Calls `f` on every run of the chunk, in order, allocating nothing.
+    pub(super) fn for_each_run(&self, mut f: impl FnMut(Run)) {
+        self.find_run(|r| {
+            f(r);
+            false
+        });
+    }
+
+    /// The first run, in order, for which `f` says true: the records are
+    /// read one by one and no further (allocating nothing).
+    pub(super) fn find_run(&self, mut f: impl FnMut(Run) -> bool) -> Option<Run> {
+        // One loop per kind: the kind is not asked again for each record.
+        let found = if self.kind == BYTES {
+            self.find_record(&mut f, |c, at, score, expected| {
+                let mut r = Reader {
+                    bytes: &c.bytes,
+                    at: *at,
+                };
+                let run = read_run(&mut r, score, expected);
+                *at = r.at;
+                run
+            })
+        } else {
+            let (k, end) = (u32::from(self.kind.saturating_sub(1)), self.end());
+            self.find_record(&mut f, |c, at, score, expected| {
+                read_rice(&c.bytes, end, at, k, score, expected)
+            })
+        };
+        found.or_else(|| f(self.last).then_some(self.last))
+    }
+
+    /// The first record for which `f` says true, each read by `read`.
+    #[inline(always)]
+    pub(super) fn find_record(
+        &self,
+        f: &mut impl FnMut(Run) -> bool,
+        read: impl Fn(&Chunk, &mut usize, &mut i64, &mut i64) -> Result<Run, DecodeError>,
+    ) -> Option<Run> {
+        let (end, mut at) = (self.end(), self.start);
+        let (mut score, mut expected) = (self.base_score, self.base_id);
+        // The bytes are this code's own: a record always reads back.
+        while at < end {
+            match read(self, &mut at, &mut score, &mut expected) {
+                Ok(run) if f(run) => return Some(run),
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        None
+    }
+
+    /// Removes the runs scored at or below `cutoff_ms` from the front, by
+    /// stepping past their records (the last run must be above it: the
+    /// caller drops a chunk it covers whole); returns the entries removed.
+    /// The dead bytes are given back once they outweigh the live ones, so
+    /// the work stays proportional to what expires.
+    pub(super) fn trim_front(&mut self, cutoff_ms: i64) -> u64 {
+        let mut removed = 0u64;
+        let (end, mut at) = (self.end(), self.start);
+        let (mut score, mut expected) = (self.base_score, self.base_id);
+        loop {
+            if at >= end {
+                self.first_score = self.last.score;
+                self.min_id = self.last.first;
+                break;
+            }
+            let Ok(run) = self.read(&mut at, &mut score, &mut expected) else {
+                break;
+            };
+            if run.score > cutoff_ms {
+                self.first_score = run.score;
+                self.min_id = run.first;
+                break;
+            }
+            self.start = at;
+            self.base_score = score;
+            self.base_id = expected;
+            self.runs = self.runs.saturating_sub(1);
+            self.entries = self.entries.saturating_sub(run.count);
+            removed = removed.saturating_add(run.count);
+        }
+        // Whole dead bytes (a Rice code keeps the bits of a partly live
+        // byte).
+        let dead = if self.kind == BYTES {
+            self.start
+        } else {
+            self.start / 8
+        };
+        if dead > 0 && dead >= self.bytes.len().saturating_sub(dead) {
+            self.bytes.drain(..dead);
+            self.start = if self.kind == BYTES {
+                0
+            } else {
+                self.start % 8
+            };
+            if self.bytes.capacity() > 2 * self.bytes.len() + 16 {
+                self.bytes.shrink_to_fit();
+            }
+        }
+        removed
+    }
+
+    /// Removes member `id` from the last run without writing the records
+    /// again (an UNDO of a recent entry, the usual one): false, changing
+    /// nothing, when the last run does not hold it or is the chunk's only
+    /// run.
+    pub(super) fn remove_from_last(&mut self, id: i64) -> bool {
+        let run = self.last;
+        if !run.holds(id) || self.runs < 2 {
+            return false;
+        }
+        // `first <= id <= last`: neither difference can overflow.
+        let before = u64::try_from(id.saturating_sub(run.first)).unwrap_or(0);
+        let after = run.count.saturating_sub(before).saturating_sub(1);
+        let next = id.saturating_add(1);
+        match (before, after) {
+            (0, 0) => {
+                if !self.pop_record() {
+                    return false;
+                }
+            }
+            (0, _) => {
+                self.last = Run {
+                    first: next,
+                    count: after,
+                    ..run
+                }
+            }
+            (_, 0) => {
+                self.last = Run {
+                    count: before,
+                    ..run
+                }
+            }
+            _ => {
+                self.last = Run {
+                    count: before,
+                    ..run
+                };
+                self.push(Run {
+                    score: run.score,
+                    first: next,
+                    count: after,
+                });
+                // `push` counted the second part's entries again.
+                self.entries = self.entries.saturating_sub(after);
+            }
+        }
+        self.entries = self.entries.saturating_sub(1);
+        self.max_id = self.last.last();
+        true
+    }
+
+    /// Makes the last record the open last run (the last run is gone):
+    /// the records are read to find where the last one starts, and cut
+    /// there. False, changing nothing, when there is no record.
+    pub(super) fn pop_record(&mut self) -> bool {
+        let (end, mut at) = (self.end(), self.start);
+        let (mut score, mut expected) = (self.base_score, self.base_id);
+        let mut found = None;
+        while at < end {
+            let state = (at, score, expected);
+            match self.read(&mut at, &mut score, &mut expected) {
+                Ok(run) => found = Some((state, run)),
+                Err(_) => return false,
+            }
+        }
+        let Some(((at, score, expected), run)) = found else {
+            return false;
+        };
+        if self.kind == BYTES {
+            self.bytes.truncate(at);
+        } else {
+            self.bytes.truncate(at.div_ceil(8));
+            let used = (at % 8) as u32;
+            self.pad = 0;
+            if used > 0 {
+                if let Some(b) = self.bytes.last_mut() {
+                    *b &= (1u8 << used) - 1;
+                }
+                self.pad = (8 - used) as u8;
+            }
+        }
+        self.tail_score = score;
+        self.tail_expected = expected;
+        self.last = run;
+        self.max_id = run.last();
+        self.runs = self.runs.saturating_sub(1);
+        true
+    }
+}
+
+/// The kind that writes the records of `runs` (every run but the last,
+/// after the first's state) in the fewest bytes, and that size: the bytes
+/// of the encoding, or the best of four Rice parameters around the one a
+/// histogram of the single-entry records' gaps (by bit length) calls for.
+pub(super) fn best_kind(runs: &[Run]) -> (u8, usize) {
+    let Some((&first, _)) = runs.split_first() else {
+        return (BYTES, 0);
+    };
+    let records = runs.get(..runs.len().saturating_sub(1)).unwrap_or(&[]);
+    // One walk for the byte size and the histogram of gaps.
+    let (mut score, mut expected) = (first.score, first.first);
+    let (mut byte_len, mut by_length, mut simple) = (0u64, [0u32; 65], false);
+    for r in records {
+        let gap = u64::try_from(r.score.saturating_sub(score)).unwrap_or(0);
+        byte_len = byte_len.saturating_add(run_bytes(r, gap, expected));
+        if r.first == expected && r.count == 1 {
+            let b = (64 - gap.leading_zeros()) as usize;
+            if let Some(n) = by_length.get_mut(b) {
+                *n = n.saturating_add(1);
+            }
+            simple = true;
+        }
+        score = r.score;
+        expected = r.last().saturating_add(1);
+    }
+    if !simple {
+        return (BYTES, byte_len as usize);
+    }
+    let centre = (0..=MAX_RICE_K)
+        .min_by_key(|&k| estimated_rice_bits(&by_length, k))
+        .unwrap_or(0);
+    let low = centre.saturating_sub(1);
+    let mut bits = [0u64; 4];
+    let (mut score, mut expected) = (first.score, first.first);
+    for r in records {
+        let gap = u64::try_from(r.score.saturating_sub(score)).unwrap_or(0);
+        for (i, b) in bits.iter_mut().enumerate() {
+            let k = (low + i as u32).min(MAX_RICE_K);
+            *b = b.saturating_add(rice_bits(r, gap, expected, k));
+        }
+        score = r.score;
+        expected = r.last().saturating_add(1);
+    }
+    let mut best = (BYTES, byte_len);
+    for (i, b) in bits.iter().enumerate() {
+        let k = (low + i as u32).min(MAX_RICE_K);
+        let len = b.div_ceil(8);
+        if len < best.1 {
+            best = (k as u8 + 1, len);
+        }
+    }
+    (best.0, best.1 as usize)
+}
+
+/// About twice the bits a Rice code of parameter `k` spends on gaps
+/// counted by bit length (`by_length[b]` gaps in `2^(b-1) .. 2^b`), each
+/// taken at its range's mean quotient.
+pub(super) fn estimated_rice_bits(by_length: &[u32; 65], k: u32) -> u64 {
+    let mut total = 0u64;
+    for (b, &n) in (0u32..).zip(by_length.iter()) {
+        if n == 0 {
+            continue;
+        }
+        let twice = if b <= k {
+            2 * (u64::from(k) + 1)
+        } else if b - k > 4 {
+            // Quotients of ESC (16) and more: escaped.
+            2 * (u64::from(ESC) + 8 * (u64::from(b.div_ceil(7)) + 2))
+        } else {
+            // Quotients from 2^(b-1-k) to 2^(b-k) - 1: a mean of 1.5 *
+            // 2^(b-1-k) - 0.5.
+            3 * (1u64 << (b - 1 - k)) - 1 + 2 * (u64::from(k) + 1)
+        };
+        total = total.saturating_add(twice.saturating_mul(u64::from(n)));
+    }
+    total
+}

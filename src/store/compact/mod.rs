@@ -1,0 +1,55 @@
+//! The compact log: a second [`WindowLog`](crate::window::WindowLog) store,
+//! pure, with its byte encoding; `store.rs` makes it the server data type
+//! `slidewlog` when `slidewin.log-type` is `compact`; `effect.rs` is the
+//! effect command that replicates its changes.
+//!
+//! One file a layer, each importing only the ones above it:
+//! - `run.rs`: a run and the bounds every log holds;
+//! - `codec.rs`: the persisted encoding (version 1): the header, the byte
+//!   records, the readers for untrusted bytes; golden-bytes tests;
+//! - `rice.rs`: the Rice code a sealed chunk may use in memory;
+//! - `chunk.rs`: a chunk of up to [`CHUNK_RUNS`](chunk::CHUNK_RUNS) runs and its summaries;
+//! - `chunked.rs`: a log as a list of chunks, the decision's queries on it;
+//! - `small.rs`: a small log's common changes made on its encoding in place;
+//! - `spare.rs`: what a small log's round trip through chunks reuses;
+//! - `log.rs`: [`CompactLog`], which form a log is held in, and its
+//!   `WindowLog`;
+//! - `effect.rs` (pure) and `store.rs` (the server data type and store).
+//!
+//! A log is a list of *runs*, each `count` entries scored `score` (ms) under
+//! the consecutive member ids `first .. first + count`. The core gives a new
+//! entry one more than the newest member (see `member.rs`), so the entries
+//! of one call, and calls in the same millisecond, extend one run: a call
+//! of `COST 10000` is one run, not 10000 entries. Runs are kept in score
+//! order; members are unique over the whole log. Every query answers what
+//! the sorted-set store answers for the same entries, including the order
+//! of equal scores (byte-wise on the members' decimal forms), so the core
+//! decides identically on both (the property tests drive both).
+//!
+//! The encoding ([`CompactLog::encode`], [`CompactLog::decode`]) is what an
+//! RDB, a RESTORE payload or an effect command will carry: a version byte,
+//! the expiry, the first score, then one record per run, mostly one or two
+//! bytes: a run of one entry whose member is the expected one (one more
+//! than the previous run's last) and whose score is less than 128 ms after
+//! the previous one takes one byte, less than 16384 ms two. Decoding treats
+//! the bytes as hostile: every length, sum and order is checked, and a log
+//! it returns satisfies every invariant the queries rely on.
+
+mod chunk;
+mod chunked;
+mod codec;
+mod log;
+mod rice;
+mod run;
+mod small;
+mod spare;
+
+pub mod effect;
+pub mod store;
+
+pub use codec::{DecodeError, VERSION};
+pub use log::CompactLog;
+pub use run::{Bound, Run, MAX_ENTRIES, MAX_RUNS, MAX_SCORE, MAX_STRAYS};
+
+#[cfg(test)]
+mod tests;
