@@ -107,10 +107,11 @@ bench: deps build ## Benchmark CHECK (sorted sets, then compact logs) against th
 		$(PYTHON) bench/bench.py --server $$server --out bench/results-$$server.md $(if $(CELL),--cell $(CELL)) $(BENCH_ARGS) || exit 1; \
 		$(PYTHON) bench/bench.py --server $$server --log-type compact --out bench/results-$$server-compact.md $(if $(CELL),--cell $(CELL)) $(BENCH_ARGS) || exit 1; \
 	done
-	@rm -f bench/results-adversarial.md
+	@rm -f bench/results-hostile-logs.md
 	@for server in $(BENCH_SERVERS); do \
-		$(PYTHON) bench/adversarial.py --server $$server --out bench/results-adversarial.md || exit 1; \
+		$(PYTHON) bench/hostile_logs.py --server $$server --out bench/results-hostile-logs.md || exit 1; \
 	done
+	$(PYTHON) bench/adversarial.py --out bench/results-adversarial.md
 	@rm -f bench/instructions.md
 	@for server in $(BENCH_SERVERS); do for log in zset compact; do \
 		$(PYTHON) bench/instructions.py --server $$server --log-type $$log --out bench/instructions.md $(if $(CELL),--cell $(CELL)) $(INSTR_ARGS) || exit 1; \
@@ -125,7 +126,8 @@ bench-smoke: deps build ## A short run of the benchmark (checks it works and sto
 	$(PYTHON) bench/limits_bench.py --smoke
 	$(PYTHON) bench/instructions.py --keys 20 --full-keys 1
 	$(PYTHON) bench/instructions.py --keys 20 --full-keys 1 --log-type compact
-	$(PYTHON) bench/adversarial.py --scale 0.01
+	$(PYTHON) bench/hostile_logs.py --scale 0.01
+	$(PYTHON) bench/adversarial.py --smoke
 	scripts/test-bench-stops.sh
 
 .PHONY: bench-limits
