@@ -123,6 +123,15 @@ impl Hold {
         let stash = std::mem::take(&mut c.stash);
         let unchanged = self.unchanged.take();
         if !c.runs_at_most(SMALL_RUNS) {
+            if self.was_small {
+                // It left the small form in this command, in the spare's
+                // blocks (sized for any small log): cut to what it holds,
+                // as a log decoded whole has them.
+                c.chunks.shrink_to_fit();
+                for chunk in c.chunks.iter_mut() {
+                    chunk.bytes.shrink_to_fit();
+                }
+            }
             return;
         }
         // The same bytes when nothing changed.
