@@ -232,6 +232,9 @@ fn detail_allowed(rule: &Rule, count: u64, now_ms: i64, at_ms: i64) -> Detail {
     }
 }
 
+/// The most wide ids one entry tries (see `add_entries`).
+const MAX_WIDE_TRIES: u64 = 1024;
+
 /// The first of `tries` consecutive ids from `start` that `take` accepts
 /// (`take` may also claim it, as an NX add does); with a consistent store
 /// one always is, since fewer than `tries` of them can be taken.
@@ -265,8 +268,12 @@ fn add_entries<L: WindowLog>(
         let id = if log.add(now_ms, short)? {
             short
         } else {
-            // Taken: a wide id; among count + 1 consecutive ones one is free.
-            let tries = log.count()?.saturating_add(cost);
+            // Taken: a wide id; among count + 1 consecutive ones one is free
+            // in a log the module made. Bounded all the same: a log written
+            // by SLIDEWIN.APPLY may claim 2^40 consecutive members, and a
+            // call's cost must not follow (it fails instead, as for any log
+            // with no free member).
+            let tries = log.count()?.saturating_add(cost).min(MAX_WIDE_TRIES);
             first_free(member::fresh(now_ms), tries, |id| log.add(now_ms, id))?
         };
         // The next entry tries the id after this one.

@@ -32,6 +32,9 @@ pub enum StoreError {
     MissingApi(&'static str),
     /// The server refused an operation it should have accepted.
     Failed(&'static str),
+    /// The change would leave a bound a stored value must hold (the text
+    /// says which); nothing was changed.
+    Refused(&'static str),
 }
 
 impl fmt::Display for StoreError {
@@ -43,6 +46,7 @@ impl fmt::Display for StoreError {
             }
             StoreError::MissingApi(name) => write!(f, "ERR this server does not provide {name}"),
             StoreError::Failed(what) => write!(f, "ERR {what} failed"),
+            StoreError::Refused(why) => write!(f, "ERR {why}"),
         }
     }
 }

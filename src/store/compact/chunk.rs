@@ -58,7 +58,9 @@ pub(super) struct Chunk {
     /// For a Rice code: the bits of the last byte not yet used (0 to 7).
     pub(super) pad: u8,
     pub(super) entries: u64,
-    /// The smallest and largest member in the chunk.
+    /// The smallest and largest member in the chunk, exact: the first
+    /// run's first and the last run's last (a chunk holds a stretch of the
+    /// chain, whose members increase; see `chunked.rs`).
     pub(super) min_id: i64,
     pub(super) max_id: i64,
 }
@@ -296,6 +298,7 @@ impl Chunk {
         loop {
             if at >= end {
                 self.first_score = self.last.score;
+                self.min_id = self.last.first;
                 break;
             }
             let Ok(run) = self.read(&mut at, &mut score, &mut expected) else {
@@ -303,6 +306,7 @@ impl Chunk {
             };
             if run.score > cutoff_ms {
                 self.first_score = run.score;
+                self.min_id = run.first;
                 break;
             }
             self.start = at;
@@ -380,6 +384,7 @@ impl Chunk {
             }
         }
         self.entries = self.entries.saturating_sub(1);
+        self.max_id = self.last.last();
         true
     }
 
@@ -416,13 +421,9 @@ impl Chunk {
         self.tail_score = score;
         self.tail_expected = expected;
         self.last = run;
+        self.max_id = run.last();
         self.runs = self.runs.saturating_sub(1);
         true
-    }
-
-    /// Whether member `id` may be in the chunk.
-    pub(super) fn may_hold(&self, id: i64) -> bool {
-        self.min_id <= id && id <= self.max_id
     }
 }
 

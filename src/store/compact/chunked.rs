@@ -1,17 +1,45 @@
 //! A log held as a list of chunks, and the window decision's queries and
 //! changes on it.
+//!
+//! **Chain and strays.** The runs in score order are split in two:
+//! - the *chain*: runs whose members increase with the score, held in the
+//!   chunks; the chunks' member ranges are therefore sorted and disjoint,
+//!   so the chunk that may hold a member is found by a binary search, and
+//!   one chunk is decoded to find it;
+//! - the *strays*: the other runs, at most [`MAX_STRAYS`], held apart in a
+//!   list sorted by member (binary-searched too).
+//!
+//! Which runs are strays is a function of the runs alone, never of the
+//! history: a run is in the chain exactly when its last member is below the
+//! first member of every run after it in the *canonical order*, (score,
+//! strays before the chain, strays by member descending, the chain by
+//! member ascending). The encoding writes the runs in that order; the
+//! decoder finds the same split in one pass (a run arriving below the
+//! chain's tail sends that tail to the strays); every change keeps it
+//! (an insert may send chain runs to the strays, a removal may bring strays
+//! back). So a log, its replica and its reload agree on it, and each change
+//! is refused alike everywhere when it would pass [`MAX_STRAYS`].
+//!
+//! CHECKs append at the end with a member above every other: chain runs,
+//! O(1). Strays come from entries scored before newer ones with a greater
+//! member (the clock stepped back) and from `SLIDEWIN.APPLY`.
 
 use super::chunk::*;
 use super::codec::*;
 use super::run::*;
 use crate::window::NoFreeMember;
 
-/// A log as chunks of runs in score order, their total, an upper bound of
-/// the members, and the expiry (see [`CompactLog`] for when it is used).
+/// A log as chunks of chain runs in score order, the strays, their totals,
+/// an upper bound of the members, and the expiry (see [`CompactLog`] for
+/// when it is used).
 #[derive(Debug, Clone, Default)]
 pub(super) struct Chunked {
     pub(super) chunks: Vec<Chunk>,
+    /// The runs out of member order, sorted by first member.
+    pub(super) strays: Vec<Run>,
+    /// Entries and runs, in the chunks and the strays.
     pub(super) entries: u64,
+    pub(super) runs: u64,
     /// No member is greater (a bound, not the maximum: removals leave it).
     pub(super) max_id: Option<i64>,
     pub(super) expire_at_ms: Option<i64>,
@@ -33,84 +61,222 @@ impl PartialEq for Chunked {
 
 impl Eq for Chunked {}
 
-impl Chunked {
-    /// A log of `runs` (in score order, members unique), cut into chunks.
-    pub(super) fn from_runs(runs: &[Run], expire_at_ms: Option<i64>) -> Chunked {
-        let mut chunks: Vec<Chunk> = runs
-            .chunks(CHUNK_RUNS)
-            .filter_map(Chunk::from_runs)
-            .collect();
-        chunks.shrink_to_fit();
-        Chunked {
-            entries: chunks.iter().map(|c| c.entries).sum(),
-            max_id: chunks.iter().map(|c| c.max_id).max(),
+/// A chain run's place in the canonical order (see the module comment).
+fn chain_key(r: &Run) -> (i64, i64) {
+    (r.score, r.first)
+}
+
+/// Builds a log from runs in score order, splitting chain and strays as
+/// the module comment says, with every bound checked: the decoder for
+/// untrusted bytes, and the small form's promotion.
+struct Builder {
+    chunks: Vec<Chunk>,
+    /// The chain's tail not yet cut into chunks (a run arriving below it
+    /// sends part of it to the strays): at most `2 * CHUNK_RUNS`.
+    pending: Vec<Run>,
+    strays: Vec<Run>,
+    entries: u64,
+    runs: u64,
+    max_id: Option<i64>,
+    /// A block the first chunk's records may reuse.
+    spare: Vec<u8>,
+}
+
+impl Builder {
+    fn new() -> Builder {
+        Self::with(Vec::new(), (Vec::new(), Vec::new()))
+    }
+
+    /// A builder reusing a block for the first chunk's records and the
+    /// lists' allocations (emptied).
+    fn with(spare: Vec<u8>, (mut chunks, mut strays): (Vec<Chunk>, Vec<Run>)) -> Builder {
+        chunks.clear();
+        strays.clear();
+        Builder {
             chunks,
-            expire_at_ms,
-            stash: Vec::new(),
+            pending: Vec::new(),
+            strays,
+            entries: 0,
+            runs: 0,
+            max_id: None,
+            spare,
         }
     }
 
+    /// The chain's last run, taken off (from the pending tail, or from the
+    /// last chunk, whose runs become the pending tail again).
+    fn pop_chain(&mut self) -> Option<Run> {
+        if self.pending.is_empty() {
+            let c = self.chunks.pop()?;
+            self.pending = c.decode();
+        }
+        self.pending.pop()
+    }
+
+    fn chain_last(&self) -> Option<Run> {
+        self.pending
+            .last()
+            .copied()
+            .or_else(|| self.chunks.last().map(|c| c.last))
+    }
+
+    /// Adds the next run in order. Its score must not be below the last
+    /// one's (the readers make sure of it: gaps are unsigned).
+    fn push(&mut self, run: Run) -> Result<(), DecodeError> {
+        if !(0..=MAX_SCORE).contains(&run.score) || run.first < 0 || run.count == 0 {
+            return Err(DecodeError::Range);
+        }
+        self.entries = self
+            .entries
+            .checked_add(run.count)
+            .filter(|&e| e <= MAX_ENTRIES)
+            .ok_or(DecodeError::Bound(Bound::Entries))?;
+        self.runs = self.runs.saturating_add(1);
+        if self.runs > MAX_RUNS {
+            return Err(DecodeError::Bound(Bound::Runs));
+        }
+        self.max_id = Some(self.max_id.map_or(run.last(), |m| m.max(run.last())));
+        // Chain runs ending at or above this run's first member have a run
+        // after them that starts below their end: strays.
+        while self.chain_last().is_some_and(|t| t.last() >= run.first) {
+            if let Some(t) = self.pop_chain() {
+                self.strays.push(t);
+            }
+            if self.strays.len() > MAX_STRAYS {
+                return Err(DecodeError::Bound(Bound::Strays));
+            }
+        }
+        self.pending.push(run);
+        if self.pending.len() >= 2 * CHUNK_RUNS {
+            let rest = self.pending.split_off(CHUNK_RUNS);
+            let full = std::mem::replace(&mut self.pending, rest);
+            self.commit(&full);
+        }
+        Ok(())
+    }
+
+    /// Cuts `runs` (chain runs, in order) into a chunk after the others.
+    fn commit(&mut self, runs: &[Run]) {
+        let Some((&first, rest)) = runs.split_first() else {
+            return;
+        };
+        if self.chunks.is_empty() && self.spare.capacity() > 0 && runs.len() < CHUNK_RUNS {
+            // A small log's promotion: the records go into the block kept
+            // for them (written as bytes, as the calls append).
+            let mut c = Chunk::of_in(first, std::mem::take(&mut self.spare));
+            for &r in rest {
+                c.push(r);
+            }
+            self.chunks.push(c);
+            return;
+        }
+        if let Some(c) = self.chunks.last_mut() {
+            c.seal();
+        }
+        self.chunks.extend(Chunk::from_runs(runs));
+    }
+
+    /// The log: the strays checked against each other and against the
+    /// chain (members unique over the log).
+    fn finish(mut self, expire_at_ms: Option<i64>) -> Result<Chunked, DecodeError> {
+        let pending = std::mem::take(&mut self.pending);
+        for piece in pending.chunks(CHUNK_RUNS) {
+            self.commit(piece);
+        }
+        self.strays.sort_unstable_by_key(|r| r.first);
+        if self.strays.windows(2).any(|w| w[1].first <= w[0].last()) {
+            return Err(DecodeError::Invalid);
+        }
+        let mut c = Chunked {
+            chunks: self.chunks,
+            strays: self.strays,
+            entries: self.entries,
+            runs: self.runs,
+            max_id: self.max_id,
+            expire_at_ms,
+            stash: Vec::new(),
+        };
+        if c.strays.iter().any(|s| c.chain_meets(s.first, s.last())) {
+            return Err(DecodeError::Invalid);
+        }
+        c.chunks.shrink_to_fit();
+        c.strays.shrink_to_fit();
+        Ok(c)
+    }
+}
+
+impl Chunked {
+    /// A log of `runs` (in score order, members unique).
+    #[cfg(test)]
+    pub(super) fn from_runs(runs: &[Run], expire_at_ms: Option<i64>) -> Chunked {
+        let mut b = Builder::new();
+        for &r in runs {
+            if b.push(r).is_err() {
+                return Chunked::default();
+            }
+        }
+        b.finish(expire_at_ms).unwrap_or_default()
+    }
+
     /// Replaces the log by the one `bytes` encode, reusing this one's
-    /// allocations. For the module's own encodings only (a small form it
-    /// wrote): nothing is checked but that the records read back, and
-    /// unreadable bytes leave an empty log (as [`CompactLog::view`] does).
+    /// allocations. For the module's own encodings (a small form it wrote),
+    /// checked all the same: unreadable bytes leave an empty log (as
+    /// [`CompactLog::view`] does).
     pub(super) fn decode_own(&mut self, bytes: &[u8]) {
-        let mut spare = self
+        let spare = self
             .chunks
             .drain(..)
             .next()
             .map(|c| c.bytes)
             .unwrap_or_default();
-        self.entries = 0;
-        self.max_id = None;
-        self.expire_at_ms = None;
-        if bytes.is_empty() || self.read_own(bytes, &mut spare).is_err() {
-            self.chunks.clear();
-            self.entries = 0;
-            self.max_id = None;
-            self.expire_at_ms = None;
-        }
-    }
-
-    pub(super) fn read_own(
-        &mut self,
-        bytes: &[u8],
-        spare: &mut Vec<u8>,
-    ) -> Result<(), DecodeError> {
-        let mut r = Reader { bytes, at: 0 };
-        if r.byte()? != VERSION {
-            return Err(DecodeError::Invalid);
-        }
-        self.expire_at_ms = match r.byte()? {
-            0 => None,
-            1 => Some(unzigzag(r.varint()?)),
-            _ => return Err(DecodeError::Invalid),
-        };
-        let n = r.varint()?;
-        if n == 0 {
-            return Ok(());
-        }
-        let mut score = unzigzag(r.varint()?);
-        let mut expected = 1i64;
-        for _ in 0..n {
-            let run = read_run(&mut r, &mut score, &mut expected)?;
-            self.entries = self.entries.saturating_add(run.count);
-            self.max_id = Some(self.max_id.map_or(run.last(), |m| m.max(run.last())));
-            match self.chunks.last_mut() {
-                Some(c) if (c.runs as usize) < CHUNK_RUNS => c.push(run),
-                _ => self.chunks.push(Chunk::of_in(run, std::mem::take(spare))),
+        let stash = std::mem::take(&mut self.stash);
+        let mut lists = (
+            std::mem::take(&mut self.chunks),
+            std::mem::take(&mut self.strays),
+        );
+        lists.1.clear();
+        *self = if bytes.is_empty() {
+            Chunked {
+                chunks: lists.0,
+                strays: lists.1,
+                ..Chunked::default()
             }
-        }
-        Ok(())
+        } else {
+            Self::decode_with(bytes, Builder::with(spare, lists)).unwrap_or_default()
+        };
+        self.stash = stash;
     }
 
-    /// The runs, in score order.
+    /// The runs, in the canonical order.
     pub fn runs(&self) -> Vec<Run> {
-        let mut out = Vec::new();
-        for c in &self.chunks {
-            out.extend(c.decode());
-        }
+        let mut out = Vec::with_capacity(usize::try_from(self.runs).unwrap_or(0));
+        self.for_each_run(|r| out.push(r));
         out
+    }
+
+    /// Calls `f` on every run in the canonical order (the chain and the
+    /// strays merged: strays first among equal scores).
+    pub(super) fn for_each_run(&self, mut f: impl FnMut(Run)) {
+        if self.strays.is_empty() {
+            for c in &self.chunks {
+                c.for_each_run(&mut f);
+            }
+            return;
+        }
+        let mut strays = self.strays.clone();
+        strays.sort_unstable_by(|a, b| {
+            (a.score, std::cmp::Reverse(a.first)).cmp(&(b.score, std::cmp::Reverse(b.first)))
+        });
+        let mut next = strays.into_iter().peekable();
+        for c in &self.chunks {
+            c.for_each_run(|r| {
+                while let Some(s) = next.next_if(|s| s.score <= r.score) {
+                    f(s);
+                }
+                f(r);
+            });
+        }
+        next.for_each(f);
     }
 
     /// The number of entries.
@@ -120,51 +286,86 @@ impl Chunked {
 
     /// The score of the oldest entry, if any.
     pub(super) fn oldest_score(&self) -> Option<i64> {
-        self.chunks.first().map(|c| c.first_score())
+        let chain = self.chunks.first().map(|c| c.first_score());
+        let stray = self.strays.iter().map(|s| s.score).min();
+        chain.into_iter().chain(stray).min()
     }
 
-    /// Whether the log holds at most `n` runs (stops counting past `n`:
-    /// O(1) for a large log).
+    /// Whether the log holds at most `n` runs.
     pub(super) fn runs_at_most(&self, n: usize) -> bool {
-        let mut seen = 0usize;
-        for c in &self.chunks {
-            seen = seen.saturating_add(c.runs as usize);
-            if seen > n {
-                return false;
-            }
-        }
-        true
+        self.runs <= n as u64
     }
 
-    /// The first of the sorted, disjoint ranges `ranges` (members `first
-    /// ..= last`) that overlaps a member scored above `cutoff_ms`: each
-    /// chunk whose member bounds meet a range is decoded once.
-    pub(super) fn first_overlap_above(
-        &self,
-        ranges: &[(i64, i64)],
-        cutoff_ms: i64,
-    ) -> Option<(i64, i64)> {
-        // The first range that may overlap `first ..= last`.
-        let meeting = |first: i64, last: i64| -> Option<(i64, i64)> {
-            let at = ranges.partition_point(|&(_, l)| l < first);
-            ranges.get(at).copied().filter(|&(f, _)| f <= last)
-        };
-        for c in self.chunks.iter().filter(|c| c.last_score() > cutoff_ms) {
-            if meeting(c.min_id, c.max_id).is_none() {
-                continue;
+    /// The chunk whose member range may hold `id`: the only one (their
+    /// ranges are sorted and disjoint).
+    fn chunk_for(&self, id: i64) -> Option<usize> {
+        let ci = self.chunks.partition_point(|c| c.max_id < id);
+        self.chunks
+            .get(ci)
+            .is_some_and(|c| c.min_id <= id)
+            .then_some(ci)
+    }
+
+    /// The stray holding `id`, if any.
+    fn stray_for(&self, id: i64) -> Option<usize> {
+        let si = self.strays.partition_point(|s| s.last() < id);
+        self.strays
+            .get(si)
+            .is_some_and(|s| s.first <= id)
+            .then_some(si)
+    }
+
+    /// Whether a chain run holds a member in `first ..= last`: the chunks
+    /// whose ranges meet it are found by a binary search; at most one is
+    /// decoded (a later one meeting it starts inside it).
+    fn chain_meets(&self, first: i64, last: i64) -> bool {
+        self.chain_first_above(first, last, i64::MIN).is_some()
+    }
+
+    /// A chain run holding a member in `first ..= last` and scored above
+    /// `cutoff_ms`, if any (at most two chunks decoded: the chain's scores
+    /// increase with its members).
+    fn chain_first_above(&self, first: i64, last: i64, cutoff_ms: i64) -> Option<Run> {
+        // Both are prefixes: the chain's scores increase with its members.
+        let start = self
+            .chunks
+            .partition_point(|c| c.max_id < first)
+            .max(self.chunks.partition_point(|c| c.last_score() <= cutoff_ms));
+        for c in self.chunks.get(start..)?.iter() {
+            if c.min_id > last {
+                return None;
             }
-            let mut hit = None;
-            c.find_run(|r| {
-                hit = (r.score > cutoff_ms)
-                    .then(|| meeting(r.first, r.last()))
-                    .flatten();
-                hit.is_some()
-            });
+            if c.min_id >= first && c.first_score() > cutoff_ms {
+                // Its first run starts inside the range.
+                return c.find_run(|_| true);
+            }
+            let hit = c.find_run(|r| r.score > cutoff_ms && r.first <= last && r.last() >= first);
             if hit.is_some() {
                 return hit;
             }
         }
         None
+    }
+
+    /// The first of the sorted, disjoint ranges `ranges` (members `first
+    /// ..= last`) that overlaps a member scored above `cutoff_ms`.
+    pub(super) fn first_overlap_above(
+        &self,
+        ranges: &[(i64, i64)],
+        cutoff_ms: i64,
+    ) -> Option<(i64, i64)> {
+        ranges.iter().copied().find(|&(first, last)| {
+            if self.chain_first_above(first, last, cutoff_ms).is_some() {
+                return true;
+            }
+            let si = self.strays.partition_point(|s| s.last() < first);
+            self.strays
+                .get(si..)
+                .unwrap_or(&[])
+                .iter()
+                .take_while(|s| s.first <= last)
+                .any(|s| s.score > cutoff_ms)
+        })
     }
 
     /// Sets the expiry the encoding carries.
@@ -177,7 +378,8 @@ impl Chunked {
         self.expire_at_ms
     }
 
-    /// Every entry as (score, member), in score order (tests and digests).
+    /// Every entry as (score, member), in the canonical order (tests and
+    /// digests).
     pub fn entries(&self) -> impl Iterator<Item = (i64, i64)> {
         self.runs().into_iter().flat_map(|r| {
             (0..r.count).map(move |i| {
@@ -187,78 +389,47 @@ impl Chunked {
         })
     }
 
-    /// The chunk and the run holding member `id`, if any.
-    pub(super) fn find(&self, id: i64) -> Option<(usize, Vec<Run>, usize)> {
+    /// The run holding member `id`, if any: O(log n) and one chunk decoded.
+    pub(super) fn run_holding(&self, id: i64) -> Option<Run> {
         if self.max_id.is_none_or(|m| id > m) {
             return None;
         }
-        for (ci, c) in self.chunks.iter().enumerate() {
-            if !c.may_hold(id) {
-                continue;
-            }
-            // The last run first: the member asked for is usually recent.
-            if c.last.holds(id) {
-                return Some((ci, Vec::new(), usize::MAX));
-            }
-            let runs = c.decode();
-            if let Some(ri) = runs.iter().position(|r| r.holds(id)) {
-                return Some((ci, runs, ri));
-            }
+        if let Some(si) = self.stray_for(id) {
+            return self.strays.get(si).copied();
         }
-        None
+        let c = self.chunks.get(self.chunk_for(id)?)?;
+        // The last run first: the member asked for is usually recent.
+        if c.last.holds(id) {
+            return Some(c.last);
+        }
+        c.find_run(|r| r.last() >= id).filter(|r| r.holds(id))
     }
 
-    /// The run holding member `id`, if any.
-    pub(super) fn run_holding(&self, id: i64) -> Option<Run> {
-        let (ci, runs, ri) = self.find(id)?;
-        match runs.get(ri) {
-            Some(&r) => Some(r),
-            None => self.chunks.get(ci).map(|c| c.last),
-        }
-    }
-
-    /// Replaces chunk `ci` by chunks of `runs` (none when `runs` is empty).
-    pub(super) fn replace_chunk(&mut self, ci: usize, runs: &[Run]) {
+    /// Replaces chunks `range` by chunks of `runs` (chain runs in order).
+    fn replace_chunks(&mut self, range: std::ops::Range<usize>, runs: &[Run]) {
         let pieces: Vec<Chunk> = runs
             .chunks(CHUNK_RUNS)
             .filter_map(Chunk::from_runs)
             .collect();
-        if ci < self.chunks.len() {
-            self.chunks.splice(ci..=ci, pieces);
+        if range.end <= self.chunks.len() && range.start <= range.end {
+            self.chunks.splice(range, pieces);
         }
     }
 
-    /// Removes member `id` (SLIDEWIN.UNDO); returns whether it was there.
-    pub fn remove(&mut self, id: i64) -> bool {
-        let Some((ci, mut runs, ri)) = self.find(id) else {
-            return false;
-        };
-        if runs.is_empty() {
-            // Held by the chunk's last run: taken out of it in place.
-            if self
-                .chunks
-                .get_mut(ci)
-                .is_some_and(|c| c.remove_from_last(id))
-            {
-                self.entries = self.entries.saturating_sub(1);
-                return true;
-            }
-            runs = match self.chunks.get(ci) {
-                Some(c) => c.decode(),
-                None => return false,
-            };
-        }
-        let ri = if ri == usize::MAX {
-            runs.len().saturating_sub(1)
-        } else {
-            ri
-        };
-        let Some(&run) = runs.get(ri) else {
-            return false;
+    /// Removes member `id` (SLIDEWIN.UNDO); whether it was there, or the
+    /// bound that taking it out would pass (splitting a run in two makes
+    /// one more: nothing is changed then).
+    pub fn remove(&mut self, id: i64) -> Result<bool, Bound> {
+        let Some(run) = self.run_holding(id) else {
+            return Ok(false);
         };
         // `first <= id <= last`: neither difference can overflow.
         let before = u64::try_from(id.saturating_sub(run.first)).unwrap_or(0);
         let after = run.count.saturating_sub(before).saturating_sub(1);
+        let splits = before > 0 && after > 0;
+        if splits && self.runs >= MAX_RUNS {
+            return Err(Bound::Runs);
+        }
         let mut pieces = Vec::with_capacity(2);
         if before > 0 {
             pieces.push(Run {
@@ -273,10 +444,141 @@ impl Chunked {
                 count: after,
             });
         }
-        runs.splice(ri..=ri, pieces);
-        self.replace_chunk(ci, &runs);
+        if let Some(si) = self.stray_for(id) {
+            if splits && self.strays.len() >= MAX_STRAYS {
+                return Err(Bound::Strays);
+            }
+            self.strays.splice(si..=si, pieces.iter().copied());
+        } else {
+            let Some(ci) = self.chunk_for(id) else {
+                return Ok(false);
+            };
+            let removed_in_place = self
+                .chunks
+                .get_mut(ci)
+                .is_some_and(|c| c.remove_from_last(id));
+            if !removed_in_place {
+                let Some(mut runs) = self.chunks.get(ci).map(Chunk::decode) else {
+                    return Ok(false);
+                };
+                let Some(ri) = runs.iter().position(|r| r.holds(id)) else {
+                    return Ok(false);
+                };
+                runs.splice(ri..=ri, pieces.iter().copied());
+                self.replace_chunks(ci..ci + 1, &runs);
+            }
+        }
         self.entries = self.entries.saturating_sub(1);
-        true
+        self.runs = (self.runs + pieces.len() as u64).saturating_sub(1);
+        if self.chunks.is_empty() && self.strays.is_empty() {
+            self.max_id = None;
+        }
+        self.rejoin_strays();
+        Ok(true)
+    }
+
+    /// After a removal: the strays with no run after them starting at or
+    /// below their end any more join the chain (the split stays a function
+    /// of the runs). O(strays) binary searches, one chunk decoded each.
+    fn rejoin_strays(&mut self) {
+        if self.strays.is_empty() {
+            return;
+        }
+        // The strays in the canonical order, and for each the least first
+        // member of the strays after it.
+        let mut order: Vec<Run> = self.strays.clone();
+        order.sort_unstable_by(|a, b| {
+            (a.score, std::cmp::Reverse(a.first)).cmp(&(b.score, std::cmp::Reverse(b.first)))
+        });
+        // Wider than a member: "no run after it" is above every member,
+        // i64::MAX included.
+        let mut joining = Vec::new();
+        let mut least_after = i128::MAX;
+        for s in order.iter().rev() {
+            // The first chain run after the stray: the first scored at or
+            // above it (strays come before the chain among equal scores).
+            let chain_next = self.chain_first_at_or_after(s.score);
+            let next = chain_next
+                .map_or(i128::MAX, |r| i128::from(r.first))
+                .min(least_after);
+            if i128::from(s.last()) < next {
+                joining.push(*s);
+            }
+            least_after = least_after.min(i128::from(s.first));
+        }
+        for s in joining {
+            if let Some(si) = self.stray_for(s.first) {
+                self.strays.remove(si);
+            }
+            self.insert_chain(s);
+        }
+    }
+
+    /// The first chain run scored at or after `score`.
+    fn chain_first_at_or_after(&self, score: i64) -> Option<Run> {
+        let ci = self.chunks.partition_point(|c| c.last_score() < score);
+        let c = self.chunks.get(ci)?;
+        if c.first_score() >= score {
+            return c.find_run(|_| true);
+        }
+        c.find_run(|r| r.score >= score)
+    }
+
+    /// Puts `run` into the chain at its place (the caller made sure it
+    /// belongs there: it neither joins nor sends anything to the strays).
+    fn insert_chain(&mut self, run: Run) {
+        let key = chain_key(&run);
+        let ci = self.chunks.partition_point(|c| chain_key(&c.last) < key);
+        match self.chunks.get(ci) {
+            None => {
+                if self.append_chain(run) {
+                    self.runs = self.runs.saturating_sub(1);
+                }
+            }
+            Some(c) => {
+                let mut runs = c.decode();
+                let at = runs.partition_point(|r| chain_key(r) < key);
+                runs.insert(at, run);
+                self.replace_chunks(ci..ci + 1, &runs);
+            }
+        }
+    }
+
+    /// Appends `run` at the chain's end (after every chain run), extending
+    /// the last run when it continues it.
+    /// Returns whether it extended the last run (no new run).
+    fn append_chain(&mut self, run: Run) -> bool {
+        match self.chunks.last_mut() {
+            Some(c)
+                if c.last.score == run.score && c.last.last().checked_add(1) == Some(run.first) =>
+            {
+                c.last.count = c.last.count.saturating_add(run.count);
+                c.entries = c.entries.saturating_add(run.count);
+                c.max_id = c.last.last();
+                return true;
+            }
+            Some(c) if (c.runs as usize) < CHUNK_RUNS => c.push(run),
+            _ => {
+                // The full chunk is sealed; the new one is written in the
+                // kind chosen for it (arrivals change slowly), and sealed in
+                // its own turn.
+                let mut kind = BYTES;
+                if let Some(c) = self.chunks.last_mut() {
+                    c.seal();
+                    kind = c.kind;
+                }
+                // Grow by a quarter, not double: a small log keeps one
+                // chunk's room, a large one at most a quarter spare.
+                if self.chunks.len() == self.chunks.capacity() {
+                    self.chunks.reserve_exact((self.chunks.len() / 4).max(1));
+                }
+                self.chunks.push(Chunk {
+                    kind,
+                    ..Chunk::of(run)
+                });
+            }
+        }
+        false
     }
 
     /// The digest's view of the log: per entry group `[score, first,
@@ -284,23 +586,41 @@ impl Chunked {
     /// merged), so two logs with the same entries give the same groups
     /// however their runs were split.
     pub fn canonical_runs(&self) -> Vec<Run> {
-        let all = self.runs();
-        let mut out: Vec<Run> = Vec::with_capacity(all.len());
-        for group in all.chunk_by(|a, b| a.score == b.score) {
-            let mut g = group.to_vec();
-            g.sort_unstable_by_key(|r| r.first);
-            for r in g {
-                match out.last_mut() {
-                    Some(prev)
-                        if prev.score == r.score && prev.last().checked_add(1) == Some(r.first) =>
-                    {
-                        prev.count = prev.count.saturating_add(r.count);
-                    }
-                    _ => out.push(r),
+        let mut out = Vec::new();
+        self.for_each_canonical_run(|r| out.push(r));
+        out
+    }
+
+    /// Calls `f` on each group of [`Chunked::canonical_runs`], in order,
+    /// holding nothing but a sorted copy of the strays: the chain is in
+    /// (score, member) order already, and the strays are merged into it.
+    pub fn for_each_canonical_run(&self, mut f: impl FnMut(Run)) {
+        let mut strays = self.strays.clone();
+        strays.sort_unstable_by_key(chain_key);
+        let mut strays = strays.into_iter().peekable();
+        let mut pending: Option<Run> = None;
+        let mut emit = |r: Run| match pending.as_mut() {
+            Some(prev) if prev.score == r.score && prev.last().checked_add(1) == Some(r.first) => {
+                prev.count = prev.count.saturating_add(r.count);
+            }
+            _ => {
+                if let Some(prev) = pending.replace(r) {
+                    f(prev);
                 }
             }
+        };
+        for c in &self.chunks {
+            c.for_each_run(|r| {
+                while let Some(s) = strays.next_if(|s| chain_key(s) < chain_key(&r)) {
+                    emit(s);
+                }
+                emit(r);
+            });
         }
-        out
+        strays.for_each(&mut emit);
+        if let Some(prev) = pending {
+            f(prev);
+        }
     }
 
     /// Whether member `id` is in the log and scored above `cutoff_ms`.
@@ -308,83 +628,254 @@ impl Chunked {
         self.run_holding(id).is_some_and(|r| r.score > cutoff_ms)
     }
 
-    /// Adds a whole run whose members the caller checked are free and
-    /// valid (see `effect.rs`), joining the run before it as `add` would.
-    pub fn add_run(&mut self, run: Run) {
-        self.insert(run);
+    /// What inserting `run` would take: whether it goes to the chain, and
+    /// how many chain runs it sends to the strays; or the bound it would
+    /// pass. Nothing is changed.
+    fn plan(&self, run: &Run) -> Result<(bool, usize), Bound> {
+        let key = chain_key(run);
+        let ci = self.chunks.partition_point(|c| chain_key(&c.last) < key);
+        // The first chain run after the run's place in the chain.
+        let succ = self
+            .chunks
+            .get(ci)
+            .and_then(|c| c.find_run(|r| chain_key(&r) >= key));
+        // Wider than a member: "no run after it" is above every member.
+        let stray_after = self
+            .strays
+            .iter()
+            .filter(|s| s.score > run.score)
+            .map(|s| i128::from(s.first))
+            .min()
+            .unwrap_or(i128::MAX);
+        let next = succ
+            .map_or(i128::MAX, |s| i128::from(s.first))
+            .min(stray_after);
+        let chain = i128::from(run.last()) < next;
+        // The chain runs before it (scored at or below it with smaller
+        // members when it joins the chain, scored below it when it does
+        // not) ending at or above its first member become strays: a
+        // stretch at the end of that part of the chain.
+        let capacity = MAX_STRAYS.saturating_sub(self.strays.len());
+        let flips = self.chain_tail_at_or_above(run, chain, capacity.saturating_add(1));
+        let new_strays = flips.saturating_add(usize::from(!chain));
+        if new_strays > capacity {
+            return Err(Bound::Strays);
+        }
+        Ok((chain, flips))
     }
 
-    /// Inserts `run` after every run scored at or before it, joining the
-    /// run before it when that one has the same score and ends just before
-    /// it (the flat list's rule, chunk by chunk).
-    pub(super) fn insert(&mut self, run: Run) {
+    /// How many chain runs before `run`'s place (see `plan`) end at or
+    /// above its first member, counting up to `most`.
+    fn chain_tail_at_or_above(&self, run: &Run, chain: bool, most: usize) -> usize {
+        let before = |r: &Run| {
+            if chain {
+                chain_key(r) < chain_key(run)
+            } else {
+                r.score < run.score
+            }
+        };
+        // Chunks before `end` lie wholly before the place; chunk `end`, if
+        // any, holds it.
+        let end = self.chunks.partition_point(|c| before(&c.last));
+        let mut n = 0usize;
+        if let Some(c) = self.chunks.get(end) {
+            let runs = c.decode();
+            let upto = runs.partition_point(before);
+            let head = runs.get(..upto).unwrap_or(&[]);
+            let tail = head
+                .iter()
+                .rev()
+                .take_while(|r| r.last() >= run.first)
+                .count();
+            n = tail;
+            if tail < upto {
+                return n;
+            }
+        }
+        for c in self.chunks.get(..end).unwrap_or(&[]).iter().rev() {
+            if n > most || c.max_id < run.first {
+                break;
+            }
+            if c.min_id >= run.first {
+                n = n.saturating_add(c.runs as usize);
+                continue;
+            }
+            let tail = c
+                .decode()
+                .iter()
+                .rev()
+                .take_while(|r| r.last() >= run.first)
+                .count();
+            n = n.saturating_add(tail);
+            break;
+        }
+        n
+    }
+
+    /// Adds a whole run whose members the caller checked are free and
+    /// valid (see `effect.rs`), joining the run before it as `add` would;
+    /// or the bound it would pass (nothing changed).
+    pub fn add_run(&mut self, run: Run) -> Result<(), Bound> {
+        self.insert(run)
+    }
+
+    /// Whether `run` can be inserted without passing a bound.
+    pub(super) fn can_insert(&self, run: &Run) -> Result<(), Bound> {
+        // At the bound, only an entry extending the last run (no new run).
+        let extends = self.appends(run)
+            && self.chunks.last().is_some_and(|c| {
+                c.last.score == run.score && c.last.last().checked_add(1) == Some(run.first)
+            });
+        if self.runs >= MAX_RUNS && !extends {
+            return Err(Bound::Runs);
+        }
+        if self
+            .entries
+            .checked_add(run.count)
+            .is_none_or(|e| e > MAX_ENTRIES)
+        {
+            return Err(Bound::Entries);
+        }
+        if self.appends(run) {
+            return Ok(());
+        }
+        self.plan(run).map(|_| ())
+    }
+
+    /// Whether `run` goes at the chain's end with nothing else to do: the
+    /// common case (a CHECK's entries), O(1).
+    pub(super) fn appends(&self, run: &Run) -> bool {
+        match self.chunks.last() {
+            None => self.strays.is_empty(),
+            Some(c) => chain_key(&c.last) < chain_key(run) && c.last.last() < run.first,
+        }
+    }
+
+    /// Inserts `run` at its place in the canonical order: the chain's end,
+    /// its place in the chain, or the strays (sending the chain runs it
+    /// puts out of order there too), joining the run before it when that
+    /// one has the same score and ends just before it.
+    pub(super) fn insert(&mut self, run: Run) -> Result<(), Bound> {
+        self.can_insert(&run)?;
         self.entries = self.entries.saturating_add(run.count);
+        self.runs = self.runs.saturating_add(1);
         self.max_id = Some(self.max_id.map_or(run.last(), |m| m.max(run.last())));
-        let joins =
-            |prev: &Run| prev.score == run.score && prev.last().checked_add(1) == Some(run.first);
-        // The chunk holding the first run scored after `run`.
-        let ci = self.chunks.partition_point(|c| c.last_score() <= run.score);
-        if ci == self.chunks.len() {
-            // At the end, the common case: extend the last run or append.
-            match self.chunks.last_mut() {
-                Some(c) if joins(&c.last) => {
-                    c.last.count = c.last.count.saturating_add(run.count);
-                    c.entries = c.entries.saturating_add(run.count);
-                    c.max_id = c.max_id.max(run.last());
+        if self.appends(&run) {
+            if self.append_chain(run) {
+                self.runs = self.runs.saturating_sub(1);
+            }
+            return Ok(());
+        }
+        let (chain, flips) = self.plan(&run)?;
+        if flips > 0 {
+            self.send_to_strays(&run, chain, flips);
+        }
+        if chain {
+            // Joins the chain run before it when it continues it.
+            let key = chain_key(&run);
+            let ci = self.chunks.partition_point(|c| chain_key(&c.last) < key);
+            if ci == self.chunks.len() {
+                if self.append_chain(run) {
+                    self.runs = self.runs.saturating_sub(1);
                 }
-                Some(c) if (c.runs as usize) < CHUNK_RUNS => c.push(run),
-                _ => {
-                    // The full chunk is sealed; the new one is written in
-                    // the kind chosen for it (arrivals change slowly), and
-                    // sealed in its own turn.
-                    let mut kind = BYTES;
-                    if let Some(c) = self.chunks.last_mut() {
-                        c.seal();
-                        kind = c.kind;
+                return Ok(());
+            }
+            let Some(mut runs) = self.chunks.get(ci).map(Chunk::decode) else {
+                return Ok(());
+            };
+            let at = runs.partition_point(|r| chain_key(r) < key);
+            let joins =
+                |p: &Run| p.score == run.score && p.last().checked_add(1) == Some(run.first);
+            if at == 0 {
+                if let Some(prev) = ci.checked_sub(1).and_then(|p| self.chunks.get_mut(p)) {
+                    if joins(&prev.last) {
+                        prev.last.count = prev.last.count.saturating_add(run.count);
+                        prev.entries = prev.entries.saturating_add(run.count);
+                        prev.max_id = prev.last.last();
+                        self.runs = self.runs.saturating_sub(1);
+                        return Ok(());
                     }
-                    // Grow by a quarter, not double: a small log keeps one
-                    // chunk's room, a large one at most a quarter spare.
-                    if self.chunks.len() == self.chunks.capacity() {
-                        self.chunks.reserve_exact((self.chunks.len() / 4).max(1));
+                }
+                runs.insert(0, run);
+            } else {
+                match runs.get_mut(at - 1) {
+                    Some(prev) if joins(prev) => {
+                        prev.count = prev.count.saturating_add(run.count);
+                        self.runs = self.runs.saturating_sub(1);
                     }
-                    self.chunks.push(Chunk {
-                        kind,
-                        ..Chunk::of(run)
-                    });
+                    _ => runs.insert(at, run),
                 }
             }
-            return;
+            self.replace_chunks(ci..ci + 1, &runs);
+        } else {
+            // Joins the stray it continues (the entries of one call).
+            let si = self.strays.partition_point(|s| s.first < run.first);
+            match si.checked_sub(1).and_then(|p| self.strays.get_mut(p)) {
+                Some(prev)
+                    if prev.score == run.score && prev.last().checked_add(1) == Some(run.first) =>
+                {
+                    prev.count = prev.count.saturating_add(run.count);
+                    self.runs = self.runs.saturating_sub(1);
+                }
+                _ => self.strays.insert(si, run),
+            }
         }
-        let Some(chunk) = self.chunks.get(ci) else {
+        Ok(())
+    }
+
+    /// Moves the last `flips` chain runs before `run`'s place (see `plan`)
+    /// to the strays.
+    fn send_to_strays(&mut self, run: &Run, chain: bool, flips: usize) {
+        let before = |r: &Run| {
+            if chain {
+                chain_key(r) < chain_key(run)
+            } else {
+                r.score < run.score
+            }
+        };
+        let Some(last_chunk) = self.chunks.len().checked_sub(1) else {
             return;
         };
-        let mut runs = chunk.decode();
-        let at = runs.partition_point(|r| r.score <= run.score);
-        if at == 0 {
-            // The run before is the previous chunk's last.
-            if let Some(prev) = ci.checked_sub(1).and_then(|p| self.chunks.get_mut(p)) {
-                if joins(&prev.last) {
-                    prev.last.count = prev.last.count.saturating_add(run.count);
-                    prev.entries = prev.entries.saturating_add(run.count);
-                    prev.max_id = prev.max_id.max(run.last());
-                    return;
-                }
+        let end = self.chunks.partition_point(|c| before(&c.last));
+        // The chunks from the first holding a moved run to the one holding
+        // the place (or the last), decoded, cut, and written again.
+        let last = end.min(last_chunk);
+        let mut start = last;
+        let mut seen = 0usize;
+        while let Some(c) = self.chunks.get(start) {
+            let upto = if start == end {
+                c.decode().iter().filter(|r| before(r)).count()
+            } else {
+                c.runs as usize
+            };
+            seen = seen.saturating_add(upto);
+            if seen >= flips || start == 0 {
+                break;
             }
-            runs.insert(0, run);
-        } else {
-            match runs.get_mut(at - 1) {
-                Some(prev) if joins(prev) => prev.count = prev.count.saturating_add(run.count),
-                _ => runs.insert(at, run),
-            }
+            start -= 1;
         }
-        self.replace_chunk(ci, &runs);
+        let mut runs: Vec<Run> = Vec::new();
+        for c in self.chunks.get(start..=last).unwrap_or(&[]) {
+            runs.extend(c.decode());
+        }
+        let place = runs.partition_point(before);
+        let from = place.saturating_sub(flips);
+        let moved: Vec<Run> = runs.drain(from..place).collect();
+        for m in moved {
+            let si = self.strays.partition_point(|s| s.first < m.first);
+            self.strays.insert(si, m);
+        }
+        self.replace_chunks(start..last + 1, &runs);
     }
 
     /// Every heap block the log owns (for MEMORY USAGE).
     pub fn heap_blocks(&self) -> Vec<*const u8> {
-        let mut out = Vec::with_capacity(self.chunks.len() + 1);
+        let mut out = Vec::with_capacity(self.chunks.len() + 2);
         if self.chunks.capacity() > 0 {
             out.push(self.chunks.as_ptr().cast());
+        }
+        if self.strays.capacity() > 0 {
+            out.push(self.strays.as_ptr().cast());
         }
         for c in &self.chunks {
             if c.bytes.capacity() > 0 {
@@ -396,7 +887,7 @@ impl Chunked {
 
     /// How many heap blocks freeing the log releases.
     pub fn blocks(&self) -> usize {
-        self.chunks.len().saturating_add(1)
+        self.chunks.len().saturating_add(2)
     }
 
     /// The encoding (see the module comment).
@@ -406,84 +897,126 @@ impl Chunked {
         out
     }
 
-    /// Appends the encoding to `out`, allocating nothing else.
+    /// Appends the encoding to `out`: the runs in the canonical order.
     pub(super) fn encode_into(&self, out: &mut Vec<u8>) {
-        out.push(VERSION);
-        match self.expire_at_ms {
-            None => out.push(0),
-            Some(at) => {
-                out.push(1);
-                put_varint(out, zigzag(at));
-            }
-        }
-        let (mut runs, mut first) = (0u64, None);
-        for c in &self.chunks {
-            c.for_each_run(|r| {
-                runs = runs.saturating_add(1);
-                first.get_or_insert(r.score);
+        write_header(out, self.expire_at_ms, self.runs);
+        let mut state: Option<(i64, i64)> = None;
+        self.for_each_run(|r| {
+            let (score, expected) = state.get_or_insert_with(|| {
+                put_varint(out, zigzag(r.score));
+                (r.score, 1i64)
             });
-        }
-        put_varint(out, runs);
-        let Some(first) = first else {
-            return;
-        };
-        put_varint(out, zigzag(first));
-        let (mut score, mut expected) = (first, 1i64);
-        for c in &self.chunks {
-            c.for_each_run(|r| put_run(out, &mut score, &mut expected, r));
-        }
+            put_run(out, score, expected, r);
+        });
     }
 
     /// Decodes bytes from anywhere (RDB, RESTORE, a client): a log that
-    /// holds every invariant, or why not.
+    /// holds every invariant and bound, or why not. It holds nothing but
+    /// the log it builds (no list of every run).
     pub fn decode(bytes: &[u8]) -> Result<Chunked, DecodeError> {
+        Self::decode_with(bytes, Builder::new())
+    }
+
+    fn decode_with(bytes: &[u8], mut b: Builder) -> Result<Chunked, DecodeError> {
         let mut r = Reader { bytes, at: 0 };
-        let version = r.byte()?;
-        if version != VERSION {
-            return Err(DecodeError::Version(version));
-        }
-        let expire_at_ms = match r.byte()? {
-            0 => None,
-            1 => Some(unzigzag(r.varint()?)),
-            _ => return Err(DecodeError::Invalid),
-        };
-        let n = r.varint()?;
+        let header = read_header(&mut r)?;
+        let n = header.runs;
         if n > MAX_RUNS {
-            return Err(DecodeError::Range);
+            return Err(DecodeError::Bound(Bound::Runs));
         }
         // Each run takes at least one byte: a count beyond what is left is
-        // a lie, refused before anything is allocated for it.
+        // a lie, refused before anything is built for it.
         let left = bytes.len().saturating_sub(r.at) as u64;
         if n > left {
             return Err(DecodeError::Truncated);
         }
-        let mut runs = Vec::with_capacity(n as usize);
-        let mut entries = 0u64;
         if n > 0 {
             let mut score = unzigzag(r.varint()?);
             let mut expected = 1i64;
             for _ in 0..n {
                 let run = read_run(&mut r, &mut score, &mut expected)?;
-                if !(0..=MAX_SCORE).contains(&run.score) {
-                    return Err(DecodeError::Range);
-                }
-                entries = entries.checked_add(run.count).ok_or(DecodeError::Range)?;
-                if entries > MAX_ENTRIES {
-                    return Err(DecodeError::Range);
-                }
-                runs.push(run);
+                b.push(run)?;
             }
         }
         if r.at != bytes.len() {
             return Err(DecodeError::Trailing);
         }
-        // Members unique over the log: no two runs' ranges overlap.
-        let mut ranges: Vec<(i64, i64)> = runs.iter().map(|r| (r.first, r.last())).collect();
-        ranges.sort_unstable();
-        if ranges.windows(2).any(|w| w[1].0 <= w[0].1) {
-            return Err(DecodeError::Invalid);
+        b.finish(header.expire_at_ms)
+    }
+}
+
+/// What every log holds, checked by the unit tests after each change: the
+/// chain's members increase with its keys, the chunks' bounds are exact,
+/// the strays are sorted and disjoint, the totals add up, and the split is
+/// the one the decoder finds in the canonical order.
+#[cfg(test)]
+impl Chunked {
+    pub(super) fn check(&self) -> Result<(), String> {
+        let mut prev: Option<Run> = None;
+        let (mut entries, mut runs) = (0u64, 0u64);
+        for c in &self.chunks {
+            let rs = c.decode();
+            let (Some(first), Some(last)) = (rs.first(), rs.last()) else {
+                return Err("an empty chunk".into());
+            };
+            if c.min_id != first.first || c.max_id != last.last() || c.runs as usize != rs.len() {
+                return Err(format!(
+                    "chunk bounds {}..{} / {} runs, runs {rs:?}",
+                    c.min_id, c.max_id, c.runs
+                ));
+            }
+            if c.entries != rs.iter().map(|r| r.count).sum::<u64>() {
+                return Err("chunk entries".into());
+            }
+            for r in rs {
+                if let Some(p) = prev {
+                    if chain_key(&p) >= chain_key(&r) || p.last() >= r.first {
+                        return Err(format!("chain out of order: {p:?} then {r:?}"));
+                    }
+                }
+                prev = Some(r);
+                entries += r.count;
+                runs += 1;
+            }
         }
-        Ok(Chunked::from_runs(&runs, expire_at_ms))
+        if self.strays.len() > MAX_STRAYS {
+            return Err("too many strays".into());
+        }
+        if self.strays.windows(2).any(|w| w[0].last() >= w[1].first) {
+            return Err(format!("strays unsorted or overlapping: {:?}", self.strays));
+        }
+        for s in &self.strays {
+            entries += s.count;
+            runs += 1;
+            if self.chain_meets(s.first, s.last()) {
+                return Err(format!("stray {s:?} meets the chain"));
+            }
+        }
+        if entries != self.entries || runs != self.runs {
+            return Err(format!(
+                "totals {} / {} against {entries} / {runs}",
+                self.entries, self.runs
+            ));
+        }
+        if runs > MAX_RUNS || entries > MAX_ENTRIES {
+            return Err("past a bound".into());
+        }
+        if let Some(m) = self.max_id {
+            if self.runs().iter().any(|r| r.last() > m) {
+                return Err("max_id below a member".into());
+            }
+        } else if runs > 0 {
+            return Err("no max_id".into());
+        }
+        let again =
+            Chunked::decode(&self.encode()).map_err(|e| format!("does not load again: {e}"))?;
+        if again.strays != self.strays || again.runs() != self.runs() {
+            return Err(format!(
+                "the split is not the canonical one: strays {:?} against {:?}",
+                self.strays, again.strays
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -510,23 +1043,47 @@ pub(super) fn greatest_decimal(first: i64, last: i64) -> i64 {
 impl Chunked {
     pub(super) fn trim(&mut self, cutoff_ms: i64) -> Result<u64, NoFreeMember> {
         let whole = self.chunks.partition_point(|c| c.last_score() <= cutoff_ms);
-        let mut removed: u64 = self.chunks.drain(..whole).map(|c| c.entries).sum();
+        let mut runs_gone: u64 = 0;
+        let mut removed: u64 = 0;
+        for c in self.chunks.drain(..whole) {
+            removed = removed.saturating_add(c.entries);
+            runs_gone = runs_gone.saturating_add(u64::from(c.runs));
+        }
         // The chunk the cutoff falls in, if any: its expired records are
         // stepped over, not rewritten.
         if let Some(c) = self.chunks.first_mut() {
             if c.first_score() <= cutoff_ms {
+                let runs_before = c.runs;
                 removed = removed.saturating_add(c.trim_front(cutoff_ms));
+                runs_gone = runs_gone.saturating_add(u64::from(runs_before.saturating_sub(c.runs)));
             }
         }
+        // Expired strays (a trim takes a prefix of the canonical order: no
+        // other run changes side).
+        if self.strays.iter().any(|s| s.score <= cutoff_ms) {
+            self.strays.retain(|s| {
+                let keep = s.score > cutoff_ms;
+                if !keep {
+                    removed = removed.saturating_add(s.count);
+                    runs_gone = runs_gone.saturating_add(1);
+                }
+                keep
+            });
+        }
         self.entries = self.entries.saturating_sub(removed);
-        if self.chunks.is_empty() {
+        self.runs = self.runs.saturating_sub(runs_gone);
+        if self.chunks.is_empty() && self.strays.is_empty() {
             self.max_id = None;
         }
         Ok(removed)
     }
 
     pub(super) fn count_above(&self, cutoff_ms: i64) -> Result<u64, NoFreeMember> {
-        let mut n = 0u64;
+        let mut n = self
+            .strays
+            .iter()
+            .filter(|s| s.score > cutoff_ms)
+            .fold(0u64, |n, s| n.saturating_add(s.count));
         for c in self.chunks.iter().rev() {
             if c.first_score() > cutoff_ms {
                 n = n.saturating_add(c.entries);
@@ -555,39 +1112,76 @@ impl Chunked {
         if k == 0 {
             return Ok(None);
         }
+        // The strays above the cutoff, by score, counted in as the walk
+        // over the chain passes their scores.
+        let mut strays: Vec<Run> = self
+            .strays
+            .iter()
+            .filter(|s| s.score > cutoff_ms)
+            .copied()
+            .collect();
+        strays.sort_unstable_by_key(|s| s.score);
+        let mut next = strays.into_iter().peekable();
         let mut seen = 0u64;
         let start = self.chunks.partition_point(|c| c.last_score() <= cutoff_ms);
         for c in self.chunks.iter().skip(start) {
-            if c.first_score() > cutoff_ms && seen.saturating_add(c.entries) < k {
+            // Strays scored before the chunk's first run.
+            while let Some(s) = next.next_if(|s| s.score < c.first_score()) {
+                seen = seen.saturating_add(s.count);
+                if seen >= k {
+                    return Ok(Some(s.score as f64));
+                }
+            }
+            let strays_inside = next.peek().is_some_and(|s| s.score <= c.last_score());
+            if !strays_inside && c.first_score() > cutoff_ms && seen.saturating_add(c.entries) < k {
                 seen = seen.saturating_add(c.entries);
                 continue;
             }
             // The runs are read up to the one holding the k-th entry only.
-            let hit = c.find_run(|r| {
+            let mut hit = None;
+            c.find_run(|r| {
+                while let Some(s) = next.next_if(|s| s.score <= r.score) {
+                    seen = seen.saturating_add(s.count);
+                    if seen >= k {
+                        hit = Some(s.score);
+                        return true;
+                    }
+                }
                 if r.score <= cutoff_ms {
                     return false;
                 }
                 seen = seen.saturating_add(r.count);
+                if seen >= k {
+                    hit = Some(r.score);
+                }
                 seen >= k
             });
-            if let Some(r) = hit {
-                return Ok(Some(r.score as f64));
+            if let Some(score) = hit {
+                return Ok(Some(score as f64));
+            }
+        }
+        for s in next {
+            seen = seen.saturating_add(s.count);
+            if seen >= k {
+                return Ok(Some(s.score as f64));
             }
         }
         Ok(None)
     }
 
+    /// The highest score, if any.
+    fn top_score(&self) -> Option<i64> {
+        let chain = self.chunks.last().map(|c| c.last_score());
+        let stray = self.strays.iter().map(|s| s.score).max();
+        chain.into_iter().chain(stray).max()
+    }
+
     pub(super) fn newest_above(&self, min_ms: i64) -> Result<Option<f64>, NoFreeMember> {
-        Ok(self
-            .chunks
-            .last()
-            .map(|c| c.last_score())
-            .filter(|&s| s > min_ms)
-            .map(|s| s as f64))
+        Ok(self.top_score().filter(|&s| s > min_ms).map(|s| s as f64))
     }
 
     pub(super) fn newest_entry(&self) -> Result<Option<(f64, Option<i64>)>, NoFreeMember> {
-        let Some(top) = self.chunks.last().map(|c| c.last_score()) else {
+        let Some(top) = self.top_score() else {
             return Ok(None);
         };
         // The greatest member among the runs at the highest score, in the
@@ -600,6 +1194,9 @@ impl Chunked {
                 best = Some(g);
             }
         };
+        for s in self.strays.iter().filter(|s| s.score == top) {
+            consider(s);
+        }
         for c in self.chunks.iter().rev() {
             if c.last_score() != top {
                 break;
@@ -618,15 +1215,26 @@ impl Chunked {
         Ok(Some((top as f64, best)))
     }
 
-    pub(super) fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, NoFreeMember> {
-        if id < 0 || self.find(id).is_some() {
-            return Ok(false);
+    /// Adds an entry scored `now_ms` under member `id`, or scored as the
+    /// newest entry when `now_ms` would put more than [`MAX_STRAYS`] runs
+    /// out of member order (see [`MAX_STRAYS`]): the score it was given, or
+    /// `None` when the member is taken or no place keeps every bound.
+    pub(super) fn add(&mut self, now_ms: i64, id: i64) -> Option<i64> {
+        if id < 0 || self.run_holding(id).is_some() {
+            return None;
         }
-        self.insert(Run {
+        let run = Run {
             score: now_ms,
             first: id,
             count: 1,
-        });
-        Ok(true)
+        };
+        match self.insert(run) {
+            Ok(()) => Some(now_ms),
+            Err(Bound::Strays) => {
+                let top = self.top_score().filter(|&t| t > now_ms)?;
+                self.insert(Run { score: top, ..run }).ok().map(|()| top)
+            }
+            Err(_) => None,
+        }
     }
 }

@@ -2,10 +2,55 @@
 //! AOF rewrite and `SLIDEWIN.APPLY ... LOG` carry, and a small log's form
 //! in memory.
 
-use super::run::Run;
+use super::run::{Bound, Run};
 
 /// The encoding's version byte; a decoder refuses any other.
 pub const VERSION: u8 = 1;
+
+/// What the encoding says before its records: the expiry and the number
+/// of runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Header {
+    pub(super) expire_at_ms: Option<i64>,
+    pub(super) runs: u64,
+    /// Where the run count's varint starts (after the expiry).
+    pub(super) runs_at: usize,
+}
+
+/// Reads the header: the version byte (any other is refused), the expiry
+/// and the run count. The one reader of the header, for every decoder.
+pub(super) fn read_header(r: &mut Reader<'_>) -> Result<Header, DecodeError> {
+    let version = r.byte()?;
+    if version != VERSION {
+        return Err(DecodeError::Version(version));
+    }
+    let expire_at_ms = match r.byte()? {
+        0 => None,
+        1 => Some(unzigzag(r.varint()?)),
+        _ => return Err(DecodeError::Invalid),
+    };
+    let runs_at = r.at;
+    let runs = r.varint()?;
+    Ok(Header {
+        expire_at_ms,
+        runs,
+        runs_at,
+    })
+}
+
+/// Writes the header (the one writer of it): the version byte, the expiry
+/// and the run count. The first run's score follows when there is a run.
+pub(super) fn write_header(out: &mut impl Sink, expire_at_ms: Option<i64>, runs: u64) {
+    out.push(VERSION);
+    match expire_at_ms {
+        None => out.push(0),
+        Some(at) => {
+            out.push(1);
+            put_varint(out, zigzag(at));
+        }
+    }
+    put_varint(out, runs);
+}
 
 /// Why bytes are not a compact log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +65,8 @@ pub enum DecodeError {
     Invalid,
     /// Bytes after the last run.
     Trailing,
+    /// More runs, entries or runs out of member order than a log may hold.
+    Bound(Bound),
 }
 
 impl std::fmt::Display for DecodeError {
@@ -32,6 +79,7 @@ impl std::fmt::Display for DecodeError {
                 f.write_str("entries out of order, a member twice or an empty run")
             }
             DecodeError::Trailing => f.write_str("bytes after the last entry"),
+            DecodeError::Bound(b) => write!(f, "{b}"),
         }
     }
 }
@@ -184,5 +232,97 @@ impl Reader<'_> {
             }
         }
         Err(DecodeError::Range)
+    }
+}
+
+/// The v1 encoding byte for byte: these payloads are what RDB files, DUMP
+/// payloads and AOF rewrites already hold, so every later version must
+/// read them as they are (and write them so while the version is 1).
+#[cfg(test)]
+mod golden {
+    use super::super::chunked::Chunked;
+    use super::super::run::Run;
+    use super::*;
+
+    fn run(score: i64, first: i64, count: u64) -> Run {
+        Run {
+            score,
+            first,
+            count,
+        }
+    }
+
+    /// What a case is, its runs, its expiry, its bytes.
+    type Case = (&'static str, Vec<Run>, Option<i64>, Vec<u8>);
+
+    fn cases() -> Vec<Case> {
+        vec![
+            ("an empty log", vec![], None, vec![1, 0, 0]),
+            (
+                "an empty log with an expiry",
+                vec![],
+                Some(1_000),
+                vec![1, 1, 0xD0, 0x0F, 0],
+            ),
+            (
+                // Header, first score 1000 (zigzag 2000 = D0 0F), then one
+                // byte a run: gap 0, gap 5, and a two-byte gap of 200.
+                "one-entry runs in order",
+                vec![run(1_000, 1, 1), run(1_005, 2, 1), run(1_205, 3, 1)],
+                None,
+                vec![1, 0, 3, 0xD0, 0x0F, 0, 5, 0x80, 200],
+            ),
+            (
+                // A run of three (a COST 3 call), then a member out of
+                // sequence: general records (C0, gap, zigzag delta, count-1).
+                "general records",
+                vec![run(10, 1, 3), run(10, 9, 1)],
+                Some(70_010),
+                vec![1, 1, 0xF4, 0xC5, 0x08, 2, 20, 0xC0, 0, 0, 2, 0xC0, 0, 10, 0],
+            ),
+            (
+                "a member at i64::MAX",
+                vec![run(0, i64::MAX, 1)],
+                None,
+                [
+                    vec![1, 0, 1, 0, 0xC0, 0],
+                    {
+                        let mut v = Vec::new();
+                        put_varint(&mut v, zigzag(i64::MAX - 1));
+                        v
+                    },
+                    vec![0],
+                ]
+                .concat(),
+            ),
+        ]
+    }
+
+    #[test]
+    fn logs_encode_to_the_same_bytes_and_read_back() {
+        for (what, runs, expiry, bytes) in cases() {
+            let log = Chunked::from_runs(&runs, expiry);
+            assert_eq!(log.encode(), bytes, "{what}: encoding");
+            let back = Chunked::decode(&bytes).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(back.runs(), runs, "{what}: runs");
+            assert_eq!(back.expire_at_ms(), expiry, "{what}: expiry");
+        }
+    }
+
+    #[test]
+    fn the_header_has_one_reader_and_one_writer() {
+        let mut out = Vec::new();
+        write_header(&mut out, Some(-3), 300);
+        assert_eq!(out, [1, 1, 5, 0xAC, 0x02]);
+        let h = read_header(&mut Reader { bytes: &out, at: 0 }).unwrap();
+        assert_eq!((h.expire_at_ms, h.runs, h.runs_at), (Some(-3), 300, 3));
+        // A newer version is refused, whatever follows.
+        assert_eq!(
+            read_header(&mut Reader {
+                bytes: &[2, 0, 0],
+                at: 0
+            }),
+            Err(DecodeError::Version(2))
+        );
     }
 }

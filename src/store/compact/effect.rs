@@ -18,7 +18,7 @@
 //! bad argument names itself.
 
 use crate::args::{parse_i64, printable};
-use crate::store::compact::{CompactLog, Run, MAX_ENTRIES, MAX_SCORE};
+use crate::store::compact::{Bound, CompactLog, Run, MAX_ENTRIES, MAX_RUNS, MAX_SCORE, MAX_STRAYS};
 
 /// A word of an effect: an option's name or an integer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,7 +176,61 @@ impl Effect {
                 "ERR ADD would make the log hold more than {MAX_ENTRIES} entries"
             ));
         }
-        // Checked: from here nothing fails.
+        // The bounds on runs and on runs out of member order: what a
+        // CHECK's effect does (entries appended at the end, or members
+        // given back) cannot pass them when this says so; anything else is
+        // applied to a copy first and refused if a step passes one.
+        if self.within_bounds(base) {
+            self.apply_checked(log)
+                .map_err(|b| format!("ERR {}", b.message()))
+        } else {
+            let mut copy = base.clone();
+            Effect {
+                log: None,
+                trim: self.trim,
+                remove: self.remove.clone(),
+                add: self.add.clone(),
+                expire_at: self.expire_at,
+            }
+            .apply_checked(&mut copy)
+            .map_err(|b| format!("ERR {}", b.message()))?;
+            *log = copy;
+            Ok(())
+        }
+    }
+
+    /// Whether applying the effect to `base` cannot pass a bound on runs or
+    /// runs out of member order: removals only, each splitting a run at
+    /// most, or adds each appended after the last (members above every
+    /// other, scored at or after it).
+    fn within_bounds(&self, base: &CompactLog) -> bool {
+        let (runs, strays) = base.shape();
+        let removes = self.remove.len() as u64;
+        let adds = self.add.len() as u64;
+        if runs.saturating_add(removes).saturating_add(adds) > MAX_RUNS
+            || strays.saturating_add(self.remove.len()) > MAX_STRAYS
+        {
+            return false;
+        }
+        if self.add.is_empty() {
+            return true;
+        }
+        if !self.remove.is_empty() {
+            return false;
+        }
+        let Some((first, rest)) = self.add.split_first() else {
+            return true;
+        };
+        base.appends(first)
+            && rest.iter().zip(&self.add).all(|(next, prev)| {
+                (prev.score, prev.first) < (next.score, next.first) && prev.last() < next.first
+            })
+    }
+
+    /// Applies the checked effect to `log`, step by step: a step that would
+    /// pass a bound stops it there with the bound (the caller applies to a
+    /// copy unless `within_bounds` said no step can).
+    fn apply_checked(&self, log: &mut CompactLog) -> Result<(), Bound> {
         if let Some(l) = &self.log {
             *log = l.clone();
         }
@@ -185,10 +239,10 @@ impl Effect {
             let _ = log.trim(c);
         }
         for &id in &self.remove {
-            log.remove(id);
+            log.remove(id)?;
         }
         for &run in &self.add {
-            log.add_run(run);
+            log.add_run(run)?;
         }
         if let Some(at) = self.expire_at {
             log.set_expiry(at);
@@ -448,7 +502,8 @@ mod tests {
             score: 6,
             first: 2,
             count: 1,
-        });
+        })
+        .unwrap();
         let mut bytes = log.encode();
         // The first score is the zigzag varint after version, flag, count:
         // 5 is 0x0A; 0x09 is -5.

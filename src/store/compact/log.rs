@@ -2,7 +2,7 @@
 
 use super::chunked::Chunked;
 use super::codec::{DecodeError, VERSION};
-use super::run::{Run, MAX_SCORE};
+use super::run::{Bound, Run, MAX_SCORE};
 use super::small::{self, SmallForm};
 use super::spare::*;
 use crate::relocate::Relocate;
@@ -183,9 +183,15 @@ impl CompactLog {
         self.unheld(|h| h.set_expiry(at_ms))
     }
 
-    /// Removes member `id` (SLIDEWIN.UNDO); returns whether it was there.
-    pub fn remove(&mut self, id: i64) -> bool {
+    /// Removes member `id` (SLIDEWIN.UNDO); returns whether it was there,
+    /// or the bound taking it out would pass (nothing changed).
+    pub fn remove(&mut self, id: i64) -> Result<bool, Bound> {
         self.unheld(|h| h.remove(id))
+    }
+
+    /// See [`Held::add_scored`].
+    pub fn add_scored(&mut self, now_ms: i64, id: i64) -> Option<i64> {
+        self.unheld(|h| h.add_scored(now_ms, id))
     }
 
     /// The runs, in score order.
@@ -201,6 +207,11 @@ impl CompactLog {
     /// Every entry as (score, member), in score order (tests and digests).
     pub fn entries(&self) -> impl Iterator<Item = (i64, i64)> {
         self.view().entries().collect::<Vec<_>>().into_iter()
+    }
+
+    /// See [`Chunked::for_each_canonical_run`].
+    pub fn for_each_canonical_run(&self, f: impl FnMut(Run)) {
+        self.view().for_each_canonical_run(f)
     }
 
     /// See [`Chunked::canonical_runs`].
@@ -226,8 +237,20 @@ impl CompactLog {
 
     /// Adds a whole run whose members the caller checked are free and
     /// valid (see `effect.rs`), joining the run before it as `add` would.
-    pub fn add_run(&mut self, run: Run) {
+    pub fn add_run(&mut self, run: Run) -> Result<(), Bound> {
         self.unheld(|h| h.edit(|c| c.add_run(run)))
+    }
+
+    /// The runs, and the runs out of member order (see `chunked.rs`).
+    pub fn shape(&self) -> (u64, usize) {
+        let v = self.view();
+        (v.runs, v.strays.len())
+    }
+
+    /// Whether `run` would go at the end with nothing else moved (members
+    /// above every other, scored at or after the newest).
+    pub fn appends(&self, run: &Run) -> bool {
+        self.view().appends(run)
     }
 
     /// Every heap block the log owns besides the value itself.
@@ -266,6 +289,7 @@ impl CompactLog {
                 }
                 c.chunks = chunks;
                 c.stash = to.vec(std::mem::take(&mut c.stash));
+                c.strays = to.vec(std::mem::take(&mut c.strays));
                 Repr::Large(c)
             }
         };
@@ -413,13 +437,37 @@ impl Held<'_> {
         self.edit(|c| c.set_expiry(at_ms))
     }
 
-    /// Removes member `id` (SLIDEWIN.UNDO); returns whether it was there.
-    pub fn remove(&mut self, id: i64) -> bool {
+    /// Removes member `id` (SLIDEWIN.UNDO); returns whether it was there,
+    /// or the bound taking it out would pass (nothing changed).
+    pub fn remove(&mut self, id: i64) -> Result<bool, Bound> {
         self.promote();
         if !self.log.view().holds_above(id, i64::MIN) {
-            return false;
+            return Ok(false);
         }
         self.edit(|c| c.remove(id))
+    }
+
+    /// Adds an entry under member `id` scored `now_ms`, or, when that
+    /// would put more than [`MAX_STRAYS`](super::MAX_STRAYS) runs out of
+    /// member order, scored as the newest entry (later: the limiter stays
+    /// exact or stricter). The score it was given, or `None` when the
+    /// member is taken (or `now_ms` is no server time).
+    pub fn add_scored(&mut self, now_ms: i64, id: i64) -> Option<i64> {
+        // A clock outside 0 ..= 2^53 ms cannot be stored (no such clock).
+        if id < 0 || !(0..=MAX_SCORE).contains(&now_ms) {
+            return None;
+        }
+        if let Some((b, s)) = self.held_small() {
+            if small::add(b, s, now_ms, id).is_some() {
+                self.hold.dirty = true;
+                return Some(now_ms);
+            }
+        }
+        self.promote();
+        if self.log.view().holds_above(id, i64::MIN) {
+            return None;
+        }
+        self.edit(|c| c.add(now_ms, id))
     }
 }
 
@@ -477,21 +525,7 @@ impl WindowLog for Held<'_> {
     }
 
     fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, Self::Error> {
-        // A clock outside 0 ..= 2^53 ms cannot be stored (no such clock).
-        if id < 0 || !(0..=MAX_SCORE).contains(&now_ms) {
-            return Ok(false);
-        }
-        if let Some((b, s)) = self.held_small() {
-            if small::add(b, s, now_ms, id).is_some() {
-                self.hold.dirty = true;
-                return Ok(true);
-            }
-        }
-        self.promote();
-        if self.log.view().holds_above(id, i64::MIN) {
-            return Ok(false);
-        }
-        self.edit(|c| c.add(now_ms, id))
+        Ok(self.add_scored(now_ms, id).is_some())
     }
 
     fn expire_at(&mut self, at_ms: i64) -> Result<(), Self::Error> {

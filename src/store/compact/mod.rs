@@ -50,7 +50,7 @@ pub mod store;
 
 pub use codec::{DecodeError, VERSION};
 pub use log::{CompactLog, Held, Hold};
-pub use run::{Run, MAX_ENTRIES, MAX_RUNS, MAX_SCORE};
+pub use run::{Bound, Run, MAX_ENTRIES, MAX_RUNS, MAX_SCORE, MAX_STRAYS};
 
 #[cfg(test)]
 mod tests;

@@ -23,7 +23,11 @@ impl Run {
     }
 }
 
-/// The most entries a decoded log may hold: far above any `slidewin.max-limit`
+// Every bound below is checked by the decoder (RDB, RESTORE, `SLIDEWIN.APPLY
+// ... LOG`) AND refused by every change (`Bound`), so the logs a key can hold
+// are exactly the logs the loader accepts: a log never fails to load again.
+
+/// The most entries a log may hold: far above any `slidewin.max-limit`
 /// times the costs of a window, far below where sums could overflow.
 pub const MAX_ENTRIES: u64 = 1 << 40;
 
@@ -32,7 +36,63 @@ pub const MAX_ENTRIES: u64 = 1 << 40;
 /// scores representable, so no score can be altered by the encoding.
 pub const MAX_SCORE: i64 = 1 << 53;
 
-/// The most runs a decoded log may hold: above any log the module makes
-/// (`slidewin.max-limit` is at most 10,000,000), and a bound on what a
-/// payload can make the decoder allocate.
+/// The most runs a log may hold: above any log CHECKs make (an allowed
+/// call leaves at most `limit` entries, and `slidewin.max-limit` is at most
+/// 10,000,000), and a bound on what a payload can make the decoder build.
+#[cfg(not(test))]
 pub const MAX_RUNS: u64 = 1 << 24;
+/// In the unit tests, few enough for a test to build a log at the bound.
+#[cfg(test)]
+pub const MAX_RUNS: u64 = 1 << 14;
+
+/// The most runs a log may hold out of member order (the *strays*, see
+/// `chunked.rs`): the rest, the *chain*, has members increasing with the
+/// score, so a member is found by a binary search; the strays are searched
+/// apart. A log CHECKs make has strays only after the server's clock stepped
+/// back (an entry scored before newer ones with a greater member): past
+/// this many, such an entry is scored as the newest one instead (later,
+/// never earlier: the limiter stays exact or stricter).
+#[cfg(not(test))]
+pub const MAX_STRAYS: usize = 1024;
+/// In the unit tests, above the entries the model tests keep (their
+/// limits are below 12: they must never meet it) and within reach of the
+/// property tests of changes.
+#[cfg(test)]
+pub const MAX_STRAYS: usize = 16;
+
+/// Why a change to a log is refused: it would leave one of the bounds
+/// above. Nothing was changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// More than [`MAX_RUNS`] runs.
+    Runs,
+    /// More than [`MAX_STRAYS`] runs out of member order.
+    Strays,
+    /// More than [`MAX_ENTRIES`] entries.
+    Entries,
+}
+
+impl Bound {
+    /// What the refusal says (after `ERR `).
+    pub fn message(&self) -> &'static str {
+        static TEXTS: std::sync::OnceLock<[String; 3]> = std::sync::OnceLock::new();
+        let [runs, strays, entries] = TEXTS.get_or_init(|| {
+            [
+                format!("the log would hold more than {MAX_RUNS} runs"),
+                format!("the log would hold more than {MAX_STRAYS} runs out of member order"),
+                format!("the log would hold more than {MAX_ENTRIES} entries"),
+            ]
+        });
+        match self {
+            Bound::Runs => runs,
+            Bound::Strays => strays,
+            Bound::Entries => entries,
+        }
+    }
+}
+
+impl std::fmt::Display for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
+    }
+}

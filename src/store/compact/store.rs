@@ -51,10 +51,11 @@ impl TypeValue for CompactLog {
     }
 
     fn digest(&self, group: &mut dyn FnMut(&[i64])) {
-        for r in self.canonical_runs() {
+        // Group by group: a digest holds no list of the runs.
+        self.for_each_canonical_run(|r| {
             let count = i64::try_from(r.count).unwrap_or(i64::MAX);
             group(&[r.score, r.first, count]);
-        }
+        });
     }
 
     fn heap_blocks(&self) -> Vec<*const u8> {
@@ -186,7 +187,11 @@ impl<'c> CompactStore<'c> {
             let Some(id) = crate::args::parse_i64(m.as_slice()).filter(|&id| id >= 0) else {
                 continue;
             };
-            if self.log_mut()?.remove(id) {
+            let was_there = self
+                .log_mut()?
+                .remove(id)
+                .map_err(|b| StoreError::Refused(b.message()))?;
+            if was_there {
                 self.effect.remove.push(id);
                 removed += 1;
             }
@@ -328,11 +333,13 @@ impl WindowLog for CompactStore<'_> {
     }
 
     fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, StoreError> {
-        let added = self.log_mut()?.add(now_ms, id)?;
-        if added {
-            self.effect.record_add(now_ms, id);
+        // The score the entry was given (the newest one's, past the bound on
+        // runs out of member order): the effect carries what was stored.
+        let scored = self.log_mut()?.add_scored(now_ms, id);
+        if let Some(score) = scored {
+            self.effect.record_add(score, id);
         }
-        Ok(added)
+        Ok(scored.is_some())
     }
 
     fn expire_at(&mut self, at_ms: i64) -> Result<(), StoreError> {

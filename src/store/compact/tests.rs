@@ -202,9 +202,9 @@ proptest! {
                         let i = i % given_model[l].len();
                         let (m, c) = (given_model[l].swap_remove(i), given_compact[l].swap_remove(i));
                         let removed = if held {
-                            holds[l].on(&mut compact[l]).remove(c)
+                            holds[l].on(&mut compact[l]).remove(c).unwrap()
                         } else {
-                            compact[l].remove(c)
+                            compact[l].remove(c).unwrap()
                         };
                         prop_assert_eq!(model_remove(&mut model[l], m), removed);
                     }
@@ -223,6 +223,9 @@ proptest! {
                 // What a save and a load would carry: the same log back.
                 let bytes = compact[l].encode();
                 prop_assert_eq!(&CompactLog::decode(&bytes).unwrap(), &compact[l]);
+                if let Err(e) = compact[l].view().check() {
+                    return Err(TestCaseError::fail(e));
+                }
                 // The small form, however it was changed, is the canonical
                 // encoding of its runs.
                 if let Repr::Small(b) = &compact[l].repr {
@@ -326,9 +329,27 @@ fn sound(log: &mut CompactLog) -> Result<(), TestCaseError> {
     let _ = log.count_above(newest - 1000).unwrap();
     let _ = log.nth_above(i64::MIN, total, total).unwrap();
     let _ = log.newest_entry().unwrap();
+    if let Err(e) = log.view().check() {
+        return Err(TestCaseError::fail(e));
+    }
+    // The digest's groups, streamed, as sorting each score's runs gives them.
+    let mut groups: Vec<Run> = Vec::new();
+    for group in runs.chunk_by(|a, b| a.score == b.score) {
+        let mut g = group.to_vec();
+        g.sort_unstable_by_key(|r| r.first);
+        for r in g {
+            match groups.last_mut() {
+                Some(p) if p.score == r.score && p.last().checked_add(1) == Some(r.first) => {
+                    p.count += r.count
+                }
+                _ => groups.push(r),
+            }
+        }
+    }
+    prop_assert_eq!(log.canonical_runs(), groups);
     let rule = Rule::new(5, 1000);
     let _ = window::check(
-        log,
+        &mut *log,
         newest,
         &rule,
         Want {
@@ -337,8 +358,228 @@ fn sound(log: &mut CompactLog) -> Result<(), TestCaseError> {
         },
     );
     let bytes = log.encode();
-    prop_assert_eq!(&CompactLog::decode(&bytes).unwrap(), log);
+    prop_assert_eq!(&CompactLog::decode(&bytes).unwrap(), &*log);
+    if let Err(e) = log.view().check() {
+        return Err(TestCaseError::fail(e));
+    }
     Ok(())
+}
+
+/// A change a client or a command may make to a log.
+#[derive(Debug, Clone)]
+enum Change {
+    /// CHECK at the clock, with a limit, a window and a cost.
+    Check(u64, i64, u64),
+    /// UNDO of one member (any id, taken or not).
+    Undo(i64),
+    /// SLIDEWIN.APPLY ADD score first count (scores around the clock).
+    Add(i64, i64, u64),
+    /// SLIDEWIN.APPLY TRIM cutoff (around the clock).
+    Trim(i64),
+    /// What a save and a load (RESTORE, RDB) do: the encoding decoded.
+    Reload,
+    /// The clock moves (backwards too).
+    Clock(i64),
+}
+
+fn change() -> impl Strategy<Value = Change> {
+    let id = prop_oneof![4 => 0..64i64, 1 => Just(i64::MAX), 1 => (i64::MAX - 64)..i64::MAX, 1 => 0..i64::MAX];
+    prop_oneof![
+        4 => (1..40u64, prop_oneof![Just(50i64), Just(1000), Just(1 << 40)], 1..6u64)
+            .prop_map(|(l, w, c)| Change::Check(l, w, c)),
+        2 => id.clone().prop_map(Change::Undo),
+        4 => (-200..50i64, id, prop_oneof![4 => 1..4u64, 1 => Just(1u64 << 39)])
+            .prop_map(|(s, f, c)| Change::Add(s, f, c)),
+        1 => (-300..0i64).prop_map(Change::Trim),
+        1 => Just(Change::Reload),
+        2 => prop_oneof![3 => 0..40i64, 1 => -300..0i64].prop_map(Change::Clock),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// Whatever sequence of CHECKs, UNDOs, APPLYs (members and scores out of
+    /// order, at the edges, runs of 2^39) and reloads a log goes through,
+    /// every bound holds after every step and the log loads again: a
+    /// change that would pass a bound is refused and changes nothing.
+    #[test]
+    fn any_sequence_of_changes_leaves_a_log_that_loads_again(
+        changes in proptest::collection::vec(change(), 1..80),
+    ) {
+        let mut log = CompactLog::new();
+        let mut now = 1_000_000i64;
+        for change in changes {
+            let before = log.clone();
+            match change {
+                Change::Check(limit, w, cost) => {
+                    // A log APPLY filled may leave no member a CHECK can
+                    // take (it fails: NoFreeMember); the log stays sound.
+                    let rule = Rule { cost, ..Rule::new(limit, w) };
+                    let _ = window::check(&mut log, now, &rule, Want { detail: true, members: true });
+                }
+                Change::Undo(id) => match log.remove(id) {
+                    Ok(_) => {}
+                    Err(_) => prop_assert_eq!(&log, &before, "a refused UNDO changed the log"),
+                },
+                Change::Add(at, first, count) => {
+                    let (score, count) = ((now + at).max(0).to_string(), count.to_string());
+                    let first = first.to_string();
+                    let args: Vec<&[u8]> = vec![b"ADD", score.as_bytes(), first.as_bytes(), count.as_bytes()];
+                    if let Ok(effect) = crate::store::compact::effect::Effect::parse(&args) {
+                        if let Err(e) = effect.apply(&mut log) {
+                            prop_assert!(e.starts_with("ERR "), "{e}");
+                            prop_assert_eq!(&log, &before, "a refused APPLY changed the log");
+                        }
+                    }
+                }
+                Change::Trim(at) => {
+                    let _ = log.trim(now + at);
+                }
+                Change::Reload => {
+                    log = CompactLog::decode(&log.encode()).unwrap();
+                }
+                Change::Clock(step) => now += step,
+            }
+            sound(&mut log)?;
+        }
+    }
+}
+
+/// A clock step back leaves the entries it adds out of member order: they
+/// are kept apart (the strays), found by member as the rest are, and the
+/// log saves and loads to the same split; past the bound a step-back entry
+/// is scored as the newest one (later, never earlier).
+#[test]
+fn entries_added_after_the_clock_stepped_back_are_strays() {
+    let mut log = CompactLog::new();
+    let rule = Rule::new(1000, 60_000);
+    let want = Want {
+        detail: false,
+        members: true,
+    };
+    for t in 0..10 {
+        window::check(&mut log, 10_000 + t * 10, &rule, want).unwrap();
+    }
+    // The clock steps back 55 ms: each entry is scored before newer ones
+    // and takes a member above theirs.
+    let mut given = Vec::new();
+    for t in 0..4 {
+        let v = window::check(&mut log, 10_035 + t, &rule, want).unwrap();
+        given.extend(v.members);
+    }
+    let v = log.view();
+    assert_eq!(v.strays.len(), 4, "{:?}", v.strays);
+    v.check().unwrap();
+    assert_eq!(log.count().unwrap(), 14);
+    // Giving one back: found among the strays.
+    assert!(log.remove(given[1]).unwrap());
+    assert!(!log.remove(given[1]).unwrap());
+    log.view().check().unwrap();
+    // Up to the bound, then scored as the newest entry.
+    for t in 0..(MAX_STRAYS as i64 + 5) {
+        window::check(&mut log, 10_040 + t, &rule, want).unwrap();
+    }
+    let v = log.view();
+    v.check().unwrap();
+    assert_eq!(v.strays.len(), MAX_STRAYS);
+    assert_eq!(log.count().unwrap(), 13 + MAX_STRAYS as u64 + 5);
+    // Three strays were left; MAX_STRAYS - 3 more fit; the other eight
+    // join the newest entry's score.
+    let at_top = log.entries().filter(|&(s, _)| s == 10_090).count();
+    assert_eq!(
+        at_top,
+        1 + 8,
+        "entries past the bound take the newest score"
+    );
+}
+
+/// Every change that would make a log pass a bound the loader checks is
+/// refused, changing nothing: an APPLY ADD, an UNDO splitting a run, a
+/// payload; a CHECK never passes one.
+#[test]
+fn no_change_makes_a_log_the_loader_refuses() {
+    // A log of MAX_RUNS runs, each of three members with a gap after it.
+    let runs: Vec<Run> = (0..MAX_RUNS as i64)
+        .map(|i| Run {
+            score: i,
+            first: 1 + 4 * i,
+            count: 3,
+        })
+        .collect();
+    let mut log = CompactLog::decode(&Chunked::from_runs(&runs, None).encode()).unwrap();
+    assert_eq!(log.shape().0, MAX_RUNS);
+    let before = log.clone();
+    // One more run.
+    let add =
+        crate::store::compact::effect::Effect::parse(&[b"ADD", b"100000", b"999999999", b"1"])
+            .unwrap();
+    assert_eq!(
+        add.apply(&mut log),
+        Err(format!("ERR the log would hold more than {MAX_RUNS} runs"))
+    );
+    assert_eq!(log, before);
+    // UNDO of a run's middle member splits it: refused, as an effect too.
+    assert_eq!(log.remove(2), Err(Bound::Runs));
+    assert_eq!(log, before);
+    let undo = crate::store::compact::effect::Effect::parse(&[b"REMOVE", b"2"]).unwrap();
+    assert!(undo.apply(&mut log).is_err());
+    assert_eq!(log, before);
+    // UNDO of an end member does not split: allowed.
+    assert_eq!(log.remove(1), Ok(true));
+    // A CHECK extending the last run is no new run; a CHECK adding one
+    // after a trim has room.
+    let rule = Rule::new(1_000_000, 1_000_000);
+    let want = Want {
+        detail: false,
+        members: false,
+    };
+    window::check(&mut log, MAX_RUNS as i64 - 1, &rule, want).unwrap();
+    log.view().check().unwrap();
+    // A payload of one run more is refused by the loader.
+    use crate::store::compact::codec::{put_run, put_varint, zigzag};
+    let more: Vec<Run> = (0..=MAX_RUNS as i64)
+        .map(|i| Run {
+            score: i,
+            first: 1 + 4 * i,
+            count: 3,
+        })
+        .collect();
+    let mut bytes = Vec::new();
+    crate::store::compact::codec::write_header(&mut bytes, None, more.len() as u64);
+    put_varint(&mut bytes, zigzag(0));
+    let (mut score, mut expected) = (0i64, 1i64);
+    for r in &more {
+        put_run(&mut bytes, &mut score, &mut expected, *r);
+    }
+    assert_eq!(
+        CompactLog::decode(&bytes),
+        Err(DecodeError::Bound(Bound::Runs))
+    );
+    // Runs out of member order: up to the bound by APPLY, then refused.
+    let mut log = CompactLog::new();
+    let add = |log: &mut CompactLog, score: i64, first: i64| {
+        let (s, f) = (score.to_string(), first.to_string());
+        crate::store::compact::effect::Effect::parse(&[b"ADD", s.as_bytes(), f.as_bytes(), b"1"])
+            .unwrap()
+            .apply(log)
+    };
+    add(&mut log, 1_000, 1_000_000).unwrap();
+    for i in 0..MAX_STRAYS as i64 {
+        // Each scored before the newest entry, with a member above the
+        // newest's: out of member order.
+        add(&mut log, 10 + i, 2_000_000 + i * 2).unwrap();
+    }
+    assert_eq!(log.shape().1, MAX_STRAYS, "{:?}", log.view().strays.len());
+    let before = log.clone();
+    assert_eq!(
+        add(&mut log, 5_000, 7),
+        Err(format!(
+            "ERR the log would hold more than {MAX_STRAYS} runs out of member order"
+        ))
+    );
+    assert_eq!(log, before);
+    log.view().check().unwrap();
 }
 
 #[test]
@@ -393,7 +634,7 @@ fn undo_splits_a_run_and_the_next_id_follows_the_newest() {
     )
     .unwrap();
     assert_eq!(v.members, [1, 2, 3]);
-    assert!(log.remove(2) && !log.remove(2));
+    assert!(log.remove(2).unwrap() && !log.remove(2).unwrap());
     assert_eq!(log.runs().len(), 2);
     assert_eq!(log.count().unwrap(), 2);
     let v = window::check(&mut log, 6, &Rule::new(10, 100), want).unwrap();
@@ -486,12 +727,13 @@ fn a_member_at_i64_max_reads_back() {
             score,
             first,
             count: 1,
-        });
+        })
+        .unwrap();
     }
     assert_eq!(log.count_entries(), 4);
     assert_eq!(log.runs().len(), 4);
     assert_eq!(CompactLog::decode(&log.encode()), Ok(log.clone()));
-    assert!(log.remove(i64::MAX));
+    assert!(log.remove(i64::MAX).unwrap());
     assert_eq!(log.runs().len(), 3);
 }
 
