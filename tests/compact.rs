@@ -1071,13 +1071,19 @@ fn documented_memory(c: &mut Connection, flavor: Flavor) {
         measured.push((n, compact, sorted));
     }
     // As printed: the compact log to 1% (the same blocks every time; the
-    // C library's allocator may leave a few bytes more in a block grown in
-    // place), the sorted set to 5% (a skiplist's levels are random).
+    // C library's allocator, which the server names, may leave up to 24
+    // bytes more in a block grown in place), the sorted set to 5% (a
+    // skiplist's levels are random).
+    let slack = match info_field(c, "memory", "mem_allocator").as_deref() {
+        Some(a) if a.starts_with("libc") => 32,
+        _ => 0,
+    };
     for (m, d) in measured.iter().zip(&documented) {
-        let near =
-            |got: i64, printed: i64, percent: i64| (got - printed).abs() * 100 <= printed * percent;
+        let near = |got: i64, printed: i64, percent: i64, slack: i64| {
+            (got - printed).abs() * 100 <= printed * percent + slack * 100
+        };
         assert!(
-            near(m.1, d.1, 1) && near(m.2, d.2, 5),
+            near(m.1, d.1, 1, slack) && near(m.2, d.2, 5, 0),
             "MEMORY USAGE of {} entries on {flavor:?}: compact {} B, sorted set {} B; \
              docs/compact-log.md prints {} B / {} B",
             m.0,
