@@ -38,7 +38,7 @@ export VENV PYTHON
 # The classic builder: this project's machines have no buildx.
 DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
-.PHONY: help deps deps-build build dist test-deb test-fresh fault-module python-client test test-python test-limits fuzz unit lint fmt run bench bench-eviction bench-smoke cluster cluster-stop docker docker-run test-docker clean
+.PHONY: help deps deps-build build dist test-deb test-fresh fault-module python-client test test-python test-limits fuzz unit lint fmt run bench bench-eviction bench-small-keys bench-smoke cluster cluster-stop docker docker-run test-docker clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -120,10 +120,14 @@ bench: deps build ## Benchmark CHECK (sorted sets, then compact logs) against th
 bench-eviction: deps build ## What maxmemory eviction does to limiter keys: every policy, both log types, the four servers; writes bench/results-eviction.md
 	$(PYTHON) bench/eviction.py --out bench/results-eviction.md
 
+bench-small-keys: build ## What a limit-5 key costs the server: used_memory over 100,000 keys, compact against sorted sets and a fixed-window counter, the four servers; writes bench/results-small-keys.md
+	$(PYTHON) bench/small_keys.py --servers "$$(echo $(BENCH_SERVERS) | tr ' ' ,)" --out bench/results-small-keys.md
+
 bench-smoke: deps build ## A short run of the benchmark (checks it works and stops its server; numbers are not meaningful)
 	$(PYTHON) bench/bench.py --scale 0.02 --rounds 1
 	$(PYTHON) bench/eviction.py --smoke
 	$(PYTHON) bench/limits_bench.py --smoke
+	$(PYTHON) bench/small_keys.py --keys 1000 --servers redis-7.0
 	$(PYTHON) bench/instructions.py --keys 20 --full-keys 1
 	$(PYTHON) bench/instructions.py --keys 20 --full-keys 1 --log-type compact
 	$(PYTHON) bench/hostile_logs.py --scale 0.01
