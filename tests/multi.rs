@@ -735,7 +735,7 @@ fn entries_bound(flavor: Flavor, log_args: &[&str]) {
     assert_eq!(cfg["slidewin.max-entries-per-call"], "0", "the default");
     // The bound follows max-limit while the setting is 0; set explicitly, it
     // no longer does, and CHECK is bounded by it too.
-    set_config(&mut c, "slidewin.max-limit", "2000");
+    config_set(&mut c, "slidewin.max-limit", "2000");
     let two = ["2", "{b}:e", "2000", "600000", "{b}:f", "2000", "600000"];
     let args = with_cost(&two, "501");
     let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
@@ -744,7 +744,7 @@ fn entries_bound(flavor: Flavor, log_args: &[&str]) {
         matches!(&v, Value::Array(f) if f[0] == Value::Int(1)),
         "follows max-limit: {v:?}"
     );
-    set_config(&mut c, "slidewin.max-entries-per-call", "600");
+    config_set(&mut c, "slidewin.max-entries-per-call", "600");
     let before = (digest(&mut c), offset(&mut c));
     let args = with_cost(&two, "301");
     let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
@@ -767,7 +767,7 @@ fn entries_bound(flavor: Flavor, log_args: &[&str]) {
         Value::Int(1)
     );
     // Back to 0: max-limit again.
-    set_config(&mut c, "slidewin.max-entries-per-call", "0");
+    config_set(&mut c, "slidewin.max-entries-per-call", "0");
     assert_eq!(
         slidewin(
             &mut c,

@@ -55,12 +55,7 @@ class AsyncLimiter:
                 backend.reinstalled = False
                 return reply, backend.source
             except redis.exceptions.ResponseError as e:
-                if backend.lost(e) and not backend.reinstalled and backend.install_error is None:
-                    backend.installed, backend.reinstalled = False, True
-                    continue
-                if not backend.absent(e):
-                    raise
-                chain.give_up(backend, e)
+                chain.after_error(backend, e)
 
     async def _decide(self, kind: str, rules: Tuple[Rule, ...], cost: int) -> Decision:
         """As `Limiter._decide`, awaiting Redis."""

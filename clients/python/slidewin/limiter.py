@@ -295,6 +295,19 @@ class Chain:
             raise SlidewinModuleError("slidewin cannot answer on this server: " + "; ".join(self.reasons) + tail)
         return self.backends[self.index]
 
+    def after_error(self, backend: Backend, e: Exception) -> None:
+        """`backend`'s call failed with `e` (a reply: the server ran nothing
+        that charged, or the error is the caller's): returns to have the
+        call tried again, installed again once when what `loads` installed
+        was lost, or on the next backend when this one cannot answer;
+        raises `e` otherwise."""
+        if backend.lost(e) and not backend.reinstalled and backend.install_error is None:
+            backend.installed, backend.reinstalled = False, True
+            return
+        if not backend.absent(e):
+            raise e
+        self.give_up(backend, e)
+
     def give_up(self, backend: Backend, e: Exception) -> None:
         """`backend` cannot answer: the next one is tried (once per backend,
         whichever thread sees it first)."""
@@ -687,12 +700,7 @@ class Limiter:
                 backend.reinstalled = False
                 return reply, backend.source
             except redis.exceptions.ResponseError as e:
-                if backend.lost(e) and not backend.reinstalled and backend.install_error is None:
-                    backend.installed, backend.reinstalled = False, True
-                    continue
-                if not backend.absent(e):
-                    raise
-                chain.give_up(backend, e)
+                chain.after_error(backend, e)
 
     def _decide(self, kind: str, rules: Tuple[Rule, ...], cost: int) -> Decision:
         """The local cache, else Redis (the breaker permitting), else the
