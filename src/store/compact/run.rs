@@ -39,10 +39,11 @@ pub const MAX_SCORE: i64 = 1 << 53;
 /// The most runs a log may hold: above any log CHECKs make (an allowed
 /// call leaves at most `limit` entries, and `slidewin.max-limit` is at most
 /// 10,000,000), and a bound on what a payload can make the decoder build.
-#[cfg(not(test))]
+#[cfg(not(any(test, feature = "fuzzing")))]
 pub const MAX_RUNS: u64 = 1 << 24;
-/// In the unit tests, few enough for a test to build a log at the bound.
-#[cfg(test)]
+/// In the unit tests (and the fuzz targets, feature `fuzzing`), few enough
+/// for a test to build a log at the bound.
+#[cfg(any(test, feature = "fuzzing"))]
 pub const MAX_RUNS: u64 = 1 << 14;
 
 /// The most runs a log may hold out of member order (the *strays*, see
@@ -52,12 +53,12 @@ pub const MAX_RUNS: u64 = 1 << 14;
 /// back (an entry scored before newer ones with a greater member): past
 /// this many, such an entry is scored as the newest one instead (later,
 /// never earlier: the limiter stays exact or stricter).
-#[cfg(not(test))]
+#[cfg(not(any(test, feature = "fuzzing")))]
 pub const MAX_STRAYS: usize = 1024;
-/// In the unit tests, above the entries the model tests keep (their
-/// limits are below 12: they must never meet it) and within reach of the
-/// property tests of changes.
-#[cfg(test)]
+/// In the unit tests (and the fuzz targets), above the entries the model
+/// tests keep (their limits are below 12: they must never meet it) and
+/// within reach of the property tests of changes and of fuzz inputs.
+#[cfg(any(test, feature = "fuzzing"))]
 pub const MAX_STRAYS: usize = 16;
 
 /// Why a change to a log is refused: it would leave one of the bounds
