@@ -44,7 +44,7 @@ for t in "${targets[@]}"; do
     # What libFuzzer said about the failing input, and where it is.
     grep -E "panicked|Test unit written|ERROR|SUMMARY|deadly|timeout|out-of-memory" "$log" | head -20 >&2 || true
   fi
-  done_line=$(grep -E '^#[0-9]+ +DONE' "$log" | tail -1 || true)
+  done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1 || true)
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   cov=$(echo "$done_line" | sed -n 's/.* cov: \([0-9]*\).*/\1/p')
   ft=$(echo "$done_line" | sed -n 's/.* ft: \([0-9]*\).*/\1/p')

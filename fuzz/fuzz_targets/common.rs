@@ -20,7 +20,7 @@ pub fn words(data: &[u8]) -> Vec<Vec<u8>> {
 }
 
 fn unhex(hex: &[u8]) -> Option<Vec<u8>> {
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return None;
     }
     hex.chunks(2)
