@@ -4,7 +4,7 @@
 //! an input into command words.
 #![allow(dead_code)]
 
-use slidewin::store::compact::{CompactLog, Run, MAX_ENTRIES};
+use slidewin::store::compact::{canonical_by_sorting, CompactLog, MAX_ENTRIES};
 use slidewin::window::{self, Rule, Want, WindowLog};
 
 /// Splits an input into words at each `\n` (a word may be empty). A word
@@ -67,7 +67,11 @@ pub fn sound(log: &CompactLog) {
             .all(|w| i128::from(w[0].0) + i128::from(w[0].1) <= i128::from(w[1].0)),
         "a member twice"
     );
-    assert_eq!(log.canonical_runs(), canonical(&runs), "canonical runs");
+    assert_eq!(
+        log.canonical_runs(),
+        canonical_by_sorting(&runs),
+        "canonical runs"
+    );
 
     let mut q = log.clone();
     let oldest = runs.first().map_or(0, |r| r.score);
@@ -145,23 +149,4 @@ pub fn sound(log: &CompactLog) {
             "after a CHECK: no round trip"
         );
     }
-}
-
-/// The runs as the digest groups them: by score, each score's runs in
-/// member order, consecutive members of one score joined.
-fn canonical(runs: &[Run]) -> Vec<Run> {
-    let mut groups: Vec<Run> = Vec::new();
-    for group in runs.chunk_by(|a, b| a.score == b.score) {
-        let mut g = group.to_vec();
-        g.sort_unstable_by_key(|r| r.first);
-        for r in g {
-            match groups.last_mut() {
-                Some(p) if p.score == r.score && p.last().checked_add(1) == Some(r.first) => {
-                    p.count += r.count
-                }
-                _ => groups.push(r),
-            }
-        }
-    }
-    groups
 }

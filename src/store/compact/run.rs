@@ -61,6 +61,29 @@ pub const MAX_STRAYS: usize = 1024;
 #[cfg(any(test, feature = "fuzzing"))]
 pub const MAX_STRAYS: usize = 16;
 
+/// The runs (in score order) as the digest groups them, the plain way:
+/// each score's runs sorted by member, consecutive members of one score
+/// joined. What `canonical_runs` must give (the unit tests' and the fuzz
+/// targets' oracle).
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub fn canonical_by_sorting(runs: &[Run]) -> Vec<Run> {
+    let mut groups: Vec<Run> = Vec::new();
+    for group in runs.chunk_by(|a, b| a.score == b.score) {
+        let mut g = group.to_vec();
+        g.sort_unstable_by_key(|r| r.first);
+        for r in g {
+            match groups.last_mut() {
+                Some(p) if p.score == r.score && p.last().checked_add(1) == Some(r.first) => {
+                    p.count += r.count
+                }
+                _ => groups.push(r),
+            }
+        }
+    }
+    groups
+}
+
 /// Why a change to a log is refused: it would leave one of the bounds
 /// above. Nothing was changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
