@@ -38,7 +38,7 @@ export VENV PYTHON
 # The classic builder: this project's machines have no buildx.
 DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
-.PHONY: help deps deps-build build dist test-deb test-fresh fault-module python-client test test-python test-limits fuzz fuzz-cov fuzz-smoke unit lint fmt run bench bench-eviction bench-smoke cluster cluster-stop docker docker-run test-docker clean
+.PHONY: help deps deps-build build dist test-deb test-fresh fault-module python-client test test-python test-limits fuzz fuzz-cov fuzz-smoke unit lint fmt run bench bench-eviction bench-small-keys bench-smoke cluster cluster-stop docker docker-run test-docker clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -118,10 +118,11 @@ bench: deps build ## Benchmark CHECK (sorted sets, then compact logs) against th
 		$(PYTHON) bench/bench.py --server $$server --out bench/results-$$server.md $(if $(CELL),--cell $(CELL)) $(BENCH_ARGS) || exit 1; \
 		$(PYTHON) bench/bench.py --server $$server --log-type compact --out bench/results-$$server-compact.md $(if $(CELL),--cell $(CELL)) $(BENCH_ARGS) || exit 1; \
 	done
-	@rm -f bench/results-adversarial.md
+	@rm -f bench/results-hostile-logs.md
 	@for server in $(BENCH_SERVERS); do \
-		$(PYTHON) bench/adversarial.py --server $$server --out bench/results-adversarial.md || exit 1; \
+		$(PYTHON) bench/hostile_logs.py --server $$server --out bench/results-hostile-logs.md || exit 1; \
 	done
+	$(PYTHON) bench/adversarial.py --out bench/results-adversarial.md
 	@rm -f bench/instructions.md
 	@for server in $(BENCH_SERVERS); do for log in zset compact; do \
 		$(PYTHON) bench/instructions.py --server $$server --log-type $$log --out bench/instructions.md $(if $(CELL),--cell $(CELL)) $(INSTR_ARGS) || exit 1; \
@@ -130,13 +131,18 @@ bench: deps build ## Benchmark CHECK (sorted sets, then compact logs) against th
 bench-eviction: deps build ## What maxmemory eviction does to limiter keys: every policy, both log types, the four servers; writes bench/results-eviction.md
 	$(PYTHON) bench/eviction.py --out bench/results-eviction.md
 
+bench-small-keys: build ## What a limit-5 key costs the server: used_memory over 100,000 keys, compact against sorted sets and a fixed-window counter, the four servers; writes bench/results-small-keys.md
+	$(PYTHON) bench/small_keys.py --servers "$$(echo $(BENCH_SERVERS) | tr ' ' ,)" --out bench/results-small-keys.md
+
 bench-smoke: deps build ## A short run of the benchmark (checks it works and stops its server; numbers are not meaningful)
 	$(PYTHON) bench/bench.py --scale 0.02 --rounds 1
 	$(PYTHON) bench/eviction.py --smoke
 	$(PYTHON) bench/limits_bench.py --smoke
+	$(PYTHON) bench/small_keys.py --keys 1000 --servers redis-7.0
 	$(PYTHON) bench/instructions.py --keys 20 --full-keys 1
 	$(PYTHON) bench/instructions.py --keys 20 --full-keys 1 --log-type compact
-	$(PYTHON) bench/adversarial.py --scale 0.01
+	$(PYTHON) bench/hostile_logs.py --scale 0.01
+	$(PYTHON) bench/adversarial.py --smoke
 	scripts/test-bench-stops.sh
 
 .PHONY: bench-limits

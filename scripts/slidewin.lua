@@ -21,14 +21,17 @@ move between the function and the module on live keys. Differences, all
 documented in docs/clients.md ("Without the module: the FUNCTION library"):
 the clock is TIME (read when the function runs; the module uses the
 server's cached command time), the bounds are the module's defaults
-(limit and count <= 100000, window_ms <= 31622400000) rather than its
-configuration, and MCHECK's keys come first (FCALL needs them before the
-arguments).
+(limit and count <= 100000, window_ms <= 31622400000, at most 100000
+entries added by one call: COST times MCHECK's distinct keys) rather than
+its configuration, and MCHECK's keys come first (FCALL needs them before
+the arguments).
 ]]
 
 local MAX_LIMIT = 100000
 local MAX_WINDOW = 31622400000
 local MAX_RULES = 64
+-- The module's slidewin.max-entries-per-call at its default (0: max-limit).
+local MAX_ENTRIES_PER_CALL = MAX_LIMIT
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 
 -- A counter kept for the life of the library (an upvalue of every
@@ -317,6 +320,14 @@ local function mcheck(keys, args)
         elseif windows[i] > longest[k] then
             longest[k] = windows[i]
         end
+    end
+    -- COST entries in each distinct key, refused above the per-call bound
+    -- before any key is read, as the module refuses them.
+    local entries = o.cost * #distinct
+    if entries > MAX_ENTRIES_PER_CALL then
+        return err('ERR COST ' .. o.cost .. ' on ' .. #distinct .. ' key' .. (#distinct == 1 and '' or 's') ..
+            ' would add ' .. entries .. ' entries; slidewin.max-entries-per-call allows ' ..
+            MAX_ENTRIES_PER_CALL .. ' a call')
     end
     for _, k in ipairs(distinct) do
         local wt = wrong_type(k)

@@ -26,6 +26,9 @@ pub const DEFAULT_MAX_WINDOW_MS: i64 = 366 * 24 * 60 * 60 * 1000;
 pub struct Bounds {
     pub max_limit: i64,
     pub max_window_ms: i64,
+    /// The most entries one call may add in all its keys
+    /// (`slidewin.max-entries-per-call`, or `max-limit` when that is 0).
+    pub max_call_entries: i64,
 }
 
 impl Default for Bounds {
@@ -33,7 +36,26 @@ impl Default for Bounds {
         Bounds {
             max_limit: DEFAULT_MAX_LIMIT,
             max_window_ms: DEFAULT_MAX_WINDOW_MS,
+            max_call_entries: DEFAULT_MAX_LIMIT,
         }
+    }
+}
+
+/// Refuses a call that would add more than `bounds.max_call_entries`
+/// entries in all: `cost` in each of `keys` distinct keys. Checked once the
+/// arguments are parsed, before any key is opened, whatever the call would
+/// decide.
+pub fn entries_within(cost: u64, keys: usize, bounds: Bounds) -> Result<(), ArgError> {
+    let keys = u64::try_from(keys).unwrap_or(u64::MAX);
+    let entries = cost.saturating_mul(keys);
+    match u64::try_from(bounds.max_call_entries) {
+        Ok(max) if entries <= max => Ok(()),
+        _ => Err(ArgError::Entries {
+            cost,
+            keys,
+            entries,
+            max: bounds.max_call_entries,
+        }),
     }
 }
 
@@ -193,6 +215,14 @@ pub enum ArgError {
     TopCount,
     /// TOP was given both DENIED and ALLOWED.
     TopOutcomes,
+    /// The call would add more entries in all than
+    /// `slidewin.max-entries-per-call` allows.
+    Entries {
+        cost: u64,
+        keys: u64,
+        entries: u64,
+        max: i64,
+    },
 }
 
 impl fmt::Display for ArgError {
@@ -234,6 +264,16 @@ impl fmt::Display for ArgError {
                 "ERR count must be an integer between 1 and {MAX_TOP_COUNT}"
             ),
             ArgError::TopOutcomes => f.write_str("ERR DENIED and ALLOWED exclude each other"),
+            ArgError::Entries {
+                cost,
+                keys,
+                entries,
+                max,
+            } => write!(
+                f,
+                "ERR COST {cost} on {keys} key{} would add {entries} entries; slidewin.max-entries-per-call allows {max} a call",
+                if *keys == 1 { "" } else { "s" }
+            ),
         }
     }
 }

@@ -276,6 +276,7 @@ fn configured_bounds_apply() {
     let bounds = Bounds {
         max_limit: 10,
         max_window_ms: 1000,
+        max_call_entries: 10,
     };
     let p = |args: &[&str]| parse(Command::Check, args.iter().map(|a| a.as_bytes()), bounds);
     assert!(p(&["10", "1000"]).is_ok());
@@ -512,4 +513,41 @@ fn top_arguments() {
 fn top_unknown_words_are_named() {
     let p = |args: &[&str]| parse_top(args.iter().map(|a| a.as_bytes()));
     assert_eq!(p(&["LATER"]), Err(ArgError::UnknownOption("LATER".into())));
+}
+
+#[test]
+fn entries_per_call_are_bounded() {
+    let bounds = Bounds {
+        max_call_entries: 6_400,
+        ..Bounds::default()
+    };
+    assert_eq!(entries_within(100, 64, bounds), Ok(()));
+    assert_eq!(entries_within(6_400, 1, bounds), Ok(()));
+    let e = entries_within(101, 64, bounds).expect_err("above");
+    assert_eq!(
+        e,
+        ArgError::Entries {
+            cost: 101,
+            keys: 64,
+            entries: 6_464,
+            max: 6_400
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "ERR COST 101 on 64 keys would add 6464 entries; slidewin.max-entries-per-call allows 6400 a call"
+    );
+    assert_eq!(
+        entries_within(6_401, 1, bounds)
+            .expect_err("above")
+            .to_string(),
+        "ERR COST 6401 on 1 key would add 6401 entries; slidewin.max-entries-per-call allows 6400 a call"
+    );
+    // The default: max-limit, so one key at COST max-limit passes and two do not.
+    let d = Bounds::default();
+    assert_eq!(entries_within(100_000, 1, d), Ok(()));
+    assert!(entries_within(100_000, 2, d).is_err());
+    assert!(entries_within(50_000, 2, d).is_ok());
+    // Nothing overflows.
+    assert!(entries_within(u64::MAX, usize::MAX, d).is_err());
 }

@@ -100,7 +100,11 @@ fn execute(ctx: &Context, argv: &[Arg], command: Command) -> RedisResult {
     let [_, key, rest @ ..] = argv else {
         return Err(RedisError::WrongArity);
     };
-    let request = args::parse(command, rest.iter().map(|a| a.as_slice()), config::bounds())?;
+    let bounds = config::bounds();
+    let request = args::parse(command, rest.iter().map(|a| a.as_slice()), bounds)?;
+    if command == Command::Check {
+        args::entries_within(request.rule.cost, 1, bounds)?;
+    }
     let now = server_now()?;
     let rule = &request.rule;
     let oldest = |log: &mut KeyLog, verdict: &Verdict| match request.reply.with_oldest {
@@ -152,7 +156,8 @@ fn execute_multi(ctx: &Context, argv: &[Arg]) -> RedisResult {
     if crate::ffi::is_keys_position_request(ctx) {
         return report_multi_keys(ctx, argv);
     }
-    let request = args::parse_multi(argv.iter().skip(1).map(|a| a.as_slice()), config::bounds())?;
+    let bounds = config::bounds();
+    let request = args::parse_multi(argv.iter().skip(1).map(|a| a.as_slice()), bounds)?;
     // One log per distinct key, in order of first appearance.
     let mut keys: Vec<&Arg> = Vec::new();
     let mut rules = Vec::with_capacity(request.rules.len());
@@ -167,6 +172,9 @@ fn execute_multi(ctx: &Context, argv: &[Arg]) -> RedisResult {
         };
         rules.push(KeyedRule { key: log, ..*r });
     }
+    // COST entries in each distinct key: refused above the per-call bound
+    // before any key is opened.
+    args::entries_within(request.cost, keys.len(), bounds)?;
     let now = server_now()?;
     // Every key is opened and type-checked before anything changes.
     let mut logs = keys

@@ -1,6 +1,6 @@
 //! Module configuration: `slidewin.max-limit`, `slidewin.max-window-ms`,
-//! `slidewin.top-capacity`, `slidewin.top-period-ms` and
-//! `slidewin.log-type`.
+//! `slidewin.max-entries-per-call`, `slidewin.top-capacity`,
+//! `slidewin.top-period-ms` and `slidewin.log-type`.
 //!
 //! Each can be given as load arguments (`--loadmodule libslidewin.so
 //! max-limit 1000`), in redis.conf (`slidewin.max-limit 1000`) and at runtime
@@ -19,16 +19,23 @@ use redis_module::configuration::{
 };
 use redis_module::{Context, RedisError};
 
-use crate::args::{parse_i64, printable, Bounds, DEFAULT_MAX_LIMIT, DEFAULT_MAX_WINDOW_MS};
+use crate::args::{
+    parse_i64, printable, Bounds, DEFAULT_MAX_LIMIT, DEFAULT_MAX_WINDOW_MS, MAX_RULES,
+};
 use crate::top;
 
 /// The largest value `slidewin.max-limit` itself accepts.
 pub const MAX_MAX_LIMIT: i64 = 10_000_000;
 /// The largest value `slidewin.max-window-ms` accepts: 100 years.
 pub const MAX_MAX_WINDOW_MS: i64 = 3_155_760_000_000;
+/// The largest value `slidewin.max-entries-per-call` accepts: what one
+/// MCHECK could add at the largest `max-limit` on all its keys.
+pub const MAX_MAX_ENTRIES_PER_CALL: i64 = MAX_MAX_LIMIT * MAX_RULES;
 
 static MAX_LIMIT: AtomicI64 = AtomicI64::new(DEFAULT_MAX_LIMIT);
 static MAX_WINDOW_MS: AtomicI64 = AtomicI64::new(DEFAULT_MAX_WINDOW_MS);
+/// 0 (the default): the value of `slidewin.max-limit`.
+static MAX_ENTRIES_PER_CALL: AtomicI64 = AtomicI64::new(0);
 static TOP_CAPACITY: AtomicI64 = AtomicI64::new(top::DEFAULT_CAPACITY);
 static TOP_PERIOD_MS: AtomicI64 = AtomicI64::new(top::DEFAULT_PERIOD_MS);
 
@@ -114,7 +121,7 @@ pub fn log_type() -> LogType {
 /// What the load arguments set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoadArgs {
-    pub numbers: [(Setting, i64); 4],
+    pub numbers: [(Setting, i64); 5],
     pub log_type: LogType,
 }
 
@@ -123,14 +130,17 @@ pub struct LoadArgs {
 pub enum Setting {
     MaxLimit,
     MaxWindowMs,
+    /// The entries one call may add in all keys; 0: `max-limit`.
+    MaxEntriesPerCall,
     TopCapacity,
     TopPeriodMs,
 }
 
 impl Setting {
-    pub const ALL: [Setting; 4] = [
+    pub const ALL: [Setting; 5] = [
         Setting::MaxLimit,
         Setting::MaxWindowMs,
+        Setting::MaxEntriesPerCall,
         Setting::TopCapacity,
         Setting::TopPeriodMs,
     ];
@@ -140,6 +150,7 @@ impl Setting {
         match self {
             Setting::MaxLimit => "max-limit",
             Setting::MaxWindowMs => "max-window-ms",
+            Setting::MaxEntriesPerCall => "max-entries-per-call",
             Setting::TopCapacity => "top-capacity",
             Setting::TopPeriodMs => "top-period-ms",
         }
@@ -149,6 +160,7 @@ impl Setting {
         match self {
             Setting::MaxLimit => DEFAULT_MAX_LIMIT,
             Setting::MaxWindowMs => DEFAULT_MAX_WINDOW_MS,
+            Setting::MaxEntriesPerCall => 0,
             Setting::TopCapacity => top::DEFAULT_CAPACITY,
             Setting::TopPeriodMs => top::DEFAULT_PERIOD_MS,
         }
@@ -157,8 +169,8 @@ impl Setting {
     pub fn min_value(self) -> i64 {
         match self {
             Setting::MaxLimit | Setting::MaxWindowMs => 1,
-            // 0 turns the summary off.
-            Setting::TopCapacity => 0,
+            // 0 follows `max-limit`; 0 turns the summary off.
+            Setting::MaxEntriesPerCall | Setting::TopCapacity => 0,
             Setting::TopPeriodMs => top::MIN_PERIOD_MS,
         }
     }
@@ -167,6 +179,7 @@ impl Setting {
         match self {
             Setting::MaxLimit => MAX_MAX_LIMIT,
             Setting::MaxWindowMs => MAX_MAX_WINDOW_MS,
+            Setting::MaxEntriesPerCall => MAX_MAX_ENTRIES_PER_CALL,
             Setting::TopCapacity => top::MAX_CAPACITY,
             Setting::TopPeriodMs => top::MAX_PERIOD_MS,
         }
@@ -176,6 +189,7 @@ impl Setting {
         match self {
             Setting::MaxLimit => &MAX_LIMIT,
             Setting::MaxWindowMs => &MAX_WINDOW_MS,
+            Setting::MaxEntriesPerCall => &MAX_ENTRIES_PER_CALL,
             Setting::TopCapacity => &TOP_CAPACITY,
             Setting::TopPeriodMs => &TOP_PERIOD_MS,
         }
@@ -192,9 +206,21 @@ pub fn top_settings() -> (i64, i64) {
 
 /// The bounds in force now.
 pub fn bounds() -> Bounds {
+    let max_limit = MAX_LIMIT.load(Ordering::Relaxed);
     Bounds {
-        max_limit: MAX_LIMIT.load(Ordering::Relaxed),
+        max_limit,
         max_window_ms: MAX_WINDOW_MS.load(Ordering::Relaxed),
+        max_call_entries: entries_per_call(MAX_ENTRIES_PER_CALL.load(Ordering::Relaxed), max_limit),
+    }
+}
+
+/// The entries one call may add when `slidewin.max-entries-per-call` is
+/// `setting` and `slidewin.max-limit` is `max_limit`: 0 follows max-limit.
+pub fn entries_per_call(setting: i64, max_limit: i64) -> i64 {
+    if setting > 0 {
+        setting
+    } else {
+        max_limit
     }
 }
 
@@ -227,7 +253,7 @@ pub fn parse_load_args(args: &[&[u8]]) -> Result<LoadArgs, String> {
         }
         let Some(slot) = values.iter_mut().find(|(s, _)| s.name().as_bytes() == bare) else {
             return Err(format!(
-                "unknown module argument '{}' (known: max-limit, max-window-ms, top-capacity, top-period-ms, log-type)",
+                "unknown module argument '{}' (known: max-limit, max-window-ms, max-entries-per-call, top-capacity, top-period-ms, log-type)",
                 printable(name)
             ));
         };
@@ -297,7 +323,7 @@ pub fn register(ctx: &Context, values: &LoadArgs) {
 mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<[(Setting, i64); 4], String> {
+    fn parse(args: &[&str]) -> Result<[(Setting, i64); 5], String> {
         let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         parse_load_args(&bytes).map(|a| a.numbers)
     }
@@ -342,6 +368,7 @@ mod tests {
             Ok([
                 (Setting::MaxLimit, 100_000),
                 (Setting::MaxWindowMs, 31_622_400_000),
+                (Setting::MaxEntriesPerCall, 0),
                 (Setting::TopCapacity, 128),
                 (Setting::TopPeriodMs, 300_000),
             ])
@@ -357,11 +384,14 @@ mod tests {
                 "slidewin.max-limit",
                 "1000",
                 "top-capacity",
-                "0"
+                "0",
+                "Max-Entries-Per-Call",
+                "6400000"
             ]),
             Ok([
                 (Setting::MaxLimit, 1000),
                 (Setting::MaxWindowMs, 5000),
+                (Setting::MaxEntriesPerCall, 6_400_000),
                 (Setting::TopCapacity, 0),
                 (Setting::TopPeriodMs, 300_000),
             ])
@@ -382,6 +412,14 @@ mod tests {
             (&["max-window-ms", "-1"], "max-window-ms must be an integer"),
             (&["top-capacity", "-1"], "between 0 and 100000, got '-1'"),
             (
+                &["max-entries-per-call", "-1"],
+                "max-entries-per-call must be an integer between 0 and 640000000, got '-1'",
+            ),
+            (
+                &["max-entries-per-call", "640000001"],
+                "between 0 and 640000000",
+            ),
+            (
                 &["top-period-ms", "99"],
                 "between 100 and 86400000, got '99'",
             ),
@@ -390,5 +428,17 @@ mod tests {
             let err = parse(args).expect_err("must be refused");
             assert!(err.contains(expected), "{args:?}: {err}");
         }
+    }
+
+    #[test]
+    fn entries_per_call_follows_max_limit_unless_set() {
+        assert_eq!(entries_per_call(0, 100_000), 100_000);
+        assert_eq!(entries_per_call(0, 200_000), 200_000);
+        assert_eq!(entries_per_call(1_000, 200_000), 1_000);
+        assert_eq!(entries_per_call(6_400_000, 100_000), 6_400_000);
+        assert_eq!(
+            MAX_MAX_ENTRIES_PER_CALL,
+            Setting::MaxEntriesPerCall.max_value()
+        );
     }
 }

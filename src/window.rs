@@ -11,6 +11,8 @@
 //! expires once its newest entry has left the window. A denied call adds
 //! nothing.
 
+use std::collections::HashSet;
+
 use crate::member;
 
 /// A rule for one call: at most `limit` entries in any trailing
@@ -232,25 +234,91 @@ fn detail_allowed(rule: &Rule, count: u64, now_ms: i64, at_ms: i64) -> Detail {
     }
 }
 
-/// The most wide ids one entry tries (see `add_entries`).
+/// The most ids one search for a wide id probes (see `first_free`): ids
+/// the call already knows taken are stepped over and not counted.
 const MAX_WIDE_TRIES: u64 = 1024;
 
-/// The first of `tries` consecutive ids from `start` that `take` accepts
-/// (`take` may also claim it, as an NX add does); with a consistent store
-/// one always is, since fewer than `tries` of them can be taken.
+/// Ids a call knows it cannot use: the run `from..to` of consecutive ids
+/// it probed and found taken or took itself. Nothing frees an id during a
+/// call, so a later search can step over the run without probing it again:
+/// every wide search starts from a fresh id, one above the last search's
+/// start, so without this a run of ids taken one in two would be searched
+/// again from near its start each time, O(cost^2) probes in all.
+#[derive(Debug, Clone, Copy, Default)]
+struct Unusable {
+    from: i64,
+    to: i64,
+}
+
+impl Unusable {
+    /// Notes that `id` is now known unusable: it extends the run when it is
+    /// the id after it, else starts a new one (an id at the top of the
+    /// range, after which ids wrap to 0, forgets the run instead).
+    fn note(&mut self, id: i64) {
+        let Some(after) = id.checked_add(1) else {
+            *self = Unusable::default();
+            return;
+        };
+        if id != self.to || self.from == self.to {
+            self.from = id;
+        }
+        self.to = after;
+    }
+
+    /// How many consecutive ids from `start` on are known unusable.
+    fn run_at(&self, start: i64) -> u64 {
+        if (self.from..self.to).contains(&start) {
+            self.to.abs_diff(start)
+        } else {
+            0
+        }
+    }
+}
+
+/// The first of `tries + 1` consecutive ids from `start` that `take`
+/// accepts (`take` may also claim it, as an NX add does), stepping over the
+/// ids `known` already holds unusable without probing them; with a
+/// consistent store one is found, since fewer than `tries + 1` of them can
+/// be taken. Probes the same ids as a plain scan would, less the known ones,
+/// and finds the same id; but never more than `MAX_WIDE_TRIES` of them (a
+/// log written by SLIDEWIN.APPLY may claim 2^40 consecutive members): then
+/// it fails.
 fn first_free<E: From<NoFreeMember>>(
     start: i64,
     tries: u64,
+    known: &mut Unusable,
     mut take: impl FnMut(i64) -> Result<bool, E>,
 ) -> Result<i64, E> {
-    let mut id = start;
-    for _ in 0..=tries {
-        if take(id)? {
+    let skip = known.run_at(start);
+    if skip > tries {
+        return Err(NoFreeMember.into());
+    }
+    // `skip > 0` only inside the run, which ends at `known.to`.
+    let mut id = if skip > 0 { known.to } else { start };
+    for _ in (skip..=tries).take(MAX_WIDE_TRIES as usize) {
+        let took = take(id)?;
+        known.note(id);
+        if took {
             return Ok(id);
         }
         id = member::next(id);
     }
     Err(NoFreeMember.into())
+}
+
+/// Where wide ids come from: [`member::fresh`] on the server; a
+/// deterministic sequence in the tests.
+pub trait WideIds {
+    fn fresh(&mut self, now_ms: i64) -> i64;
+}
+
+/// The server's wide ids: [`member::fresh`].
+pub struct ServerIds;
+
+impl WideIds for ServerIds {
+    fn fresh(&mut self, now_ms: i64) -> i64 {
+        member::fresh(now_ms)
+    }
 }
 
 /// Adds `cost` entries scored `now_ms` to one log, choosing each member id
@@ -261,20 +329,26 @@ fn add_entries<L: WindowLog>(
     now_ms: i64,
     cost: u64,
     first: i64,
+    wide: &mut impl WideIds,
     mut ids: Option<&mut Vec<i64>>,
 ) -> Result<(), L::Error> {
     let mut short = first;
+    let mut known = Unusable::default();
     for _ in 0..cost {
-        let id = if log.add(now_ms, short)? {
+        let added = log.add(now_ms, short)?;
+        known.note(short);
+        let id = if added {
             short
         } else {
             // Taken: a wide id; among count + 1 consecutive ones one is free
             // in a log the module made. Bounded all the same: a log written
             // by SLIDEWIN.APPLY may claim 2^40 consecutive members, and a
-            // call's cost must not follow (it fails instead, as for any log
-            // with no free member).
-            let tries = log.count()?.saturating_add(cost).min(MAX_WIDE_TRIES);
-            first_free(member::fresh(now_ms), tries, |id| log.add(now_ms, id))?
+            // call's cost must not follow (`first_free` probes at most
+            // MAX_WIDE_TRIES ids, then fails as for any log with no free
+            // member).
+            let tries = log.count()?.saturating_add(cost);
+            let start = wide.fresh(now_ms);
+            first_free(start, tries, &mut known, |id| log.add(now_ms, id))?
         };
         // The next entry tries the id after this one.
         short = member::next(id);
@@ -300,6 +374,17 @@ pub fn check<L: WindowLog>(
     now_ms: i64,
     rule: &Rule,
     want: Want,
+) -> Result<Verdict, L::Error> {
+    check_using(log, now_ms, rule, want, &mut ServerIds)
+}
+
+/// [`check`], taking wide ids from `wide`.
+fn check_using<L: WindowLog>(
+    log: &mut L,
+    now_ms: i64,
+    rule: &Rule,
+    want: Want,
+    wide: &mut impl WideIds,
 ) -> Result<Verdict, L::Error> {
     let trimmed = log.trim(cutoff(now_ms, rule.window_ms))?;
     let n = log.count()?;
@@ -327,6 +412,7 @@ pub fn check<L: WindowLog>(
         now_ms,
         rule.cost,
         first,
+        wide,
         want.members.then_some(&mut members),
     )?;
     let at = expiry(now_ms, newest, rule.window_ms);
@@ -439,9 +525,56 @@ fn count_rules<L: WindowLog>(
     Ok(counts)
 }
 
-/// Whether `id` is free in every log and not among `ids` already chosen.
-fn free_everywhere<L: WindowLog>(logs: &mut [L], ids: &[i64], id: i64) -> Result<bool, L::Error> {
-    if ids.contains(&id) {
+/// The ids an MCHECK has chosen so far, in order; whether an id is among
+/// them is O(1), not a search of all of them (which made a call
+/// O(cost^2)). Ids usually count up by one from the first: while they do,
+/// they are one range and nothing is hashed; the ids after the first break
+/// go into a set.
+#[derive(Debug, Default)]
+struct Chosen {
+    ids: Vec<i64>,
+    /// The first ids, while they count up by one: `run.0..run.1`.
+    run: (i64, i64),
+    /// Every id after the run ended.
+    set: HashSet<i64>,
+}
+
+impl Chosen {
+    fn with_capacity(count: u64) -> Self {
+        Chosen {
+            ids: Vec::with_capacity(usize::try_from(count).unwrap_or(0)),
+            ..Chosen::default()
+        }
+    }
+
+    fn contains(&self, id: i64) -> bool {
+        (self.run.0..self.run.1).contains(&id) || self.set.contains(&id)
+    }
+
+    fn push(&mut self, id: i64) {
+        self.ids.push(id);
+        let counting = self.set.is_empty() && (self.ids.len() == 1 || id == self.run.1);
+        match id.checked_add(1) {
+            Some(after) if counting => {
+                if self.ids.len() == 1 {
+                    self.run.0 = id;
+                }
+                self.run.1 = after;
+            }
+            _ => {
+                self.set.insert(id);
+            }
+        }
+    }
+}
+
+/// Whether `id` is free in every log and not among the ids already chosen.
+fn free_everywhere<L: WindowLog>(
+    logs: &mut [L],
+    chosen: &Chosen,
+    id: i64,
+) -> Result<bool, L::Error> {
+    if chosen.contains(id) {
         return Ok(false);
     }
     for log in logs.iter_mut() {
@@ -454,33 +587,41 @@ fn free_everywhere<L: WindowLog>(logs: &mut [L], ids: &[i64], id: i64) -> Result
 
 /// Picks `count` member ids free in every log (the same entry in each key,
 /// so one UNDO per key gives the call back everywhere): short ids from
-/// `first` on, or wide ids when one is taken.
+/// `first` on, or wide ids when one is taken. O(count x logs) lookups of a
+/// member, however the logs' ids are laid out.
 fn shared_members<L: WindowLog>(
     logs: &mut [L],
     now_ms: i64,
     count: u64,
     first: i64,
+    wide: &mut impl WideIds,
 ) -> Result<Vec<i64>, L::Error> {
-    let mut ids: Vec<i64> = Vec::new();
+    let mut chosen = Chosen::with_capacity(count);
+    let mut known = Unusable::default();
     let mut short = first;
     for _ in 0..count {
-        let id = if free_everywhere(logs, &ids, short)? {
+        let free = free_everywhere(logs, &chosen, short)?;
+        known.note(short);
+        let id = if free {
             short
         } else {
-            // Taken somewhere: a wide id. The logs and `ids` hold fewer than
-            // `tries` ids in all, so one of `tries` consecutive ids is free.
+            // Taken somewhere: a wide id. The logs and the chosen ids hold
+            // fewer than `tries` ids in all, so one of `tries` consecutive
+            // ids is free (probed at most MAX_WIDE_TRIES at a time, as for
+            // CHECK).
             let mut tries = count;
             for log in logs.iter() {
                 tries = tries.saturating_add(log.count()?);
             }
-            first_free(member::fresh(now_ms), tries, |id| {
-                free_everywhere(logs, &ids, id)
+            let start = wide.fresh(now_ms);
+            first_free(start, tries, &mut known, |id| {
+                free_everywhere(logs, &chosen, id)
             })?
         };
-        ids.push(id);
+        chosen.push(id);
         short = member::next(id);
     }
-    Ok(ids)
+    Ok(chosen.ids)
 }
 
 /// What MCHECK's admit step did.
@@ -500,6 +641,7 @@ fn admit<L: WindowLog>(
     rules: &[KeyedRule],
     now_ms: i64,
     cost: u64,
+    wide: &mut impl WideIds,
 ) -> Result<Admitted, L::Error> {
     let mut newest = Vec::with_capacity(logs.len());
     // The short ids start above every log's newest member.
@@ -509,7 +651,7 @@ fn admit<L: WindowLog>(
         newest.push(score);
         first = first.max(after);
     }
-    let ids = shared_members(logs, now_ms, cost, first)?;
+    let ids = shared_members(logs, now_ms, cost, first, wide)?;
     for (i, log) in logs.iter_mut().enumerate() {
         let Some(w) = longest_window(rules, i) else {
             continue;
@@ -597,11 +739,23 @@ pub fn mcheck<L: WindowLog>(
     cost: u64,
     want: Want,
 ) -> Result<MultiVerdict, L::Error> {
+    mcheck_using(logs, rules, now_ms, cost, want, &mut ServerIds)
+}
+
+/// [`mcheck`], taking wide ids from `wide`.
+fn mcheck_using<L: WindowLog>(
+    logs: &mut [L],
+    rules: &[KeyedRule],
+    now_ms: i64,
+    cost: u64,
+    want: Want,
+    wide: &mut impl WideIds,
+) -> Result<MultiVerdict, L::Error> {
     let trimmed = trim_logs(logs, rules, now_ms)?;
     let counts = count_rules(logs, rules, now_ms, cost)?;
     let allowed = !rules.is_empty() && counts.iter().all(|&(_, f)| f);
     let admitted = if allowed {
-        Some(admit(logs, rules, now_ms, cost)?)
+        Some(admit(logs, rules, now_ms, cost, wide)?)
     } else {
         None
     };

@@ -18,6 +18,8 @@ on_every_server! {
     keys_and_acl_follow_the_rules => mcheck_keys;
     replica_without_module_matches_after_mcheck_and_undo => replication;
     taken_member_ids_are_skipped => member_collisions;
+    entries_added_by_one_call_are_bounded => entries_bound_sorted_sets;
+    entries_added_by_one_call_are_bounded_on_compact_logs => entries_bound_compact;
 }
 
 const DAY: i64 = 86_400_000;
@@ -607,5 +609,173 @@ fn member_collisions(flavor: Flavor) {
         assert_eq!(score(&mut c, key, 10), score(&mut c, key, 9));
     }
 
+    assert_replica_matches(&master, &replica);
+}
+
+fn entries_bound_sorted_sets(flavor: Flavor) {
+    entries_bound(flavor, &[]);
+}
+
+fn entries_bound_compact(flavor: Flavor) {
+    entries_bound(flavor, &["log-type", "compact"]);
+}
+
+/// The entries one call adds in all (COST times MCHECK's distinct keys)
+/// are bounded by `slidewin.max-entries-per-call`, which follows
+/// `slidewin.max-limit` while it is 0 (the default). Above it the call is
+/// refused with an error naming the setting and its value, before any key
+/// is read: nothing changes, nothing is replicated (the master's
+/// replication offset stands still, a replica holds the same data). A call
+/// at the bound is allowed. `log_args`: the module arguments of the log
+/// type under test.
+fn entries_bound(flavor: Flavor, log_args: &[&str]) {
+    let mut module_args = vec!["max-limit", "1000"];
+    module_args.extend_from_slice(log_args);
+    let master = Options::new(flavor).module_args(&module_args).start();
+    let replica = replica_with(&master, Options::new(flavor).module_args(&module_args));
+    let mut c = master.conn();
+    // Two keys holding a few entries each, and a string for the order of
+    // the errors.
+    let (a, b) = ("{b}:a", "{b}:b");
+    for k in [a, b] {
+        let _: Value = mcheck(&mut c, &["1", k, "1000", "600000", "COST", "3"]).unwrap();
+    }
+    let _: () = redis::cmd("SET")
+        .arg("{b}:str")
+        .arg("v")
+        .query(&mut c)
+        .unwrap();
+    wait_caught_up(&master, &replica);
+    let offset = |c: &mut Connection| info_field(c, "replication", "master_repl_offset");
+    let before = (digest(&mut c), offset(&mut c));
+    let refused = |c: &mut Connection, args: &[&str]| -> String {
+        error_text(&mcheck(c, args).expect_err("above the per-call bound"))
+    };
+    // 2 keys x COST 501 = 1,002 entries: above max-limit (1,000), though
+    // each key would have room. The same key named twice counts once.
+    let msg = |cost: u64, keys: u64, max: u64| {
+        format!(
+            "ERR COST {cost} on {keys} key{} would add {} entries; slidewin.max-entries-per-call allows {max} a call",
+            if keys == 1 { "" } else { "s" },
+            cost * keys
+        )
+    };
+    let two = ["2", a, "1000", "600000", b, "1000", "600000"];
+    let with_cost = |rules: &[&str], cost: &str| -> Vec<String> {
+        let mut v: Vec<String> = rules.iter().map(|s| s.to_string()).collect();
+        v.extend([
+            "COST".to_string(),
+            cost.to_string(),
+            "WITHMEMBERS".to_string(),
+        ]);
+        v
+    };
+    let as_strs = |v: &[String]| -> Vec<String> { v.to_vec() };
+    let args = as_strs(&with_cost(&two, "501"));
+    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    assert_eq!(refused(&mut c, &args), msg(501, 2, 1000));
+    // Refused before any key is read: a string key among them does not
+    // change the answer.
+    assert_eq!(
+        refused(
+            &mut c,
+            &["2", a, "1000", "600000", "{b}:str", "1000", "600000", "COST", "501"]
+        ),
+        msg(501, 2, 1000)
+    );
+    // The call in small: 64 keys at COST max-limit.
+    let many: Vec<String> = (0..64).map(|i| format!("{{b}}:many:{i}")).collect();
+    let mut args: Vec<&str> = vec!["64"];
+    for k in &many {
+        args.extend([k.as_str(), "1000", "600000"]);
+    }
+    args.extend(["COST", "1000"]);
+    assert_eq!(refused(&mut c, &args), msg(1000, 64, 1000));
+    assert_eq!(
+        (digest(&mut c), offset(&mut c)),
+        before,
+        "a refused call changes and replicates nothing"
+    );
+    let mut r = assert_replica_matches(&master, &replica);
+    for k in [a, b] {
+        assert_eq!(digest_value(&mut c, k), digest_value(&mut r, k), "{k}");
+    }
+
+    // At the bound: 2 keys x COST 500 = 1,000 entries, allowed, the same
+    // 500 members in both keys.
+    let args = with_cost(&two, "500");
+    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let v = mcheck(&mut c, &args).unwrap();
+    let Value::Array(fields) = &v else {
+        panic!("{v:?}")
+    };
+    assert_eq!(fields[0], Value::Int(1), "{v:?}");
+    let added: Vec<String> = redis::from_redis_value(fields.last().unwrap()).unwrap();
+    assert_eq!(added.len(), 500);
+    for k in [a, b] {
+        assert_eq!(entries(&mut c, k.as_bytes()).len(), 503, "{k}");
+    }
+    // The same key named in three rules is one key: COST 1000 fits.
+    let v = mcheck(
+        &mut c,
+        &[
+            "3", "{b}:one", "1000", "600000", "{b}:one", "1000", "60000", "{b}:one", "1000",
+            "1000", "COST", "1000",
+        ],
+    )
+    .unwrap();
+    assert_eq!(v, Value::Int(1));
+    assert_eq!(entries(&mut c, b"{b}:one").len(), 1000);
+
+    let cfg: std::collections::HashMap<String, String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("slidewin.max-entries-per-call")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(cfg["slidewin.max-entries-per-call"], "0", "the default");
+    // The bound follows max-limit while the setting is 0; set explicitly, it
+    // no longer does, and CHECK is bounded by it too.
+    set_config(&mut c, "slidewin.max-limit", "2000");
+    let two = ["2", "{b}:e", "2000", "600000", "{b}:f", "2000", "600000"];
+    let args = with_cost(&two, "501");
+    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let v = mcheck(&mut c, &args).unwrap();
+    assert!(
+        matches!(&v, Value::Array(f) if f[0] == Value::Int(1)),
+        "follows max-limit: {v:?}"
+    );
+    set_config(&mut c, "slidewin.max-entries-per-call", "600");
+    let before = (digest(&mut c), offset(&mut c));
+    let args = with_cost(&two, "301");
+    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    assert_eq!(refused(&mut c, &args), msg(301, 2, 600));
+    let err = slidewin(
+        &mut c,
+        "SLIDEWIN.CHECK",
+        &["{b}:c", "2000", "600000", "COST", "601"],
+    )
+    .expect_err("CHECK above the bound");
+    assert_eq!(error_text(&err), msg(601, 1, 600));
+    assert_eq!((digest(&mut c), offset(&mut c)), before);
+    assert_eq!(
+        slidewin(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &["{b}:c", "2000", "600000", "COST", "600"]
+        )
+        .unwrap(),
+        Value::Int(1)
+    );
+    // Back to 0: max-limit again.
+    set_config(&mut c, "slidewin.max-entries-per-call", "0");
+    assert_eq!(
+        slidewin(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &["{b}:d", "2000", "600000", "COST", "2000"]
+        )
+        .unwrap(),
+        Value::Int(1)
+    );
     assert_replica_matches(&master, &replica);
 }

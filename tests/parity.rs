@@ -259,11 +259,26 @@ fn errors_on(pair: &mut Pair) {
             other => panic!("{kind} {key} {args:?}: both must fail: {other:?}"),
         }
     }
+    // Above the per-call bound (COST times the distinct keys: the
+    // module's default, max-limit), refused before the keys are read.
+    let mut many: Vec<String> = vec!["64".to_string()];
+    for i in 0..64 {
+        many.extend([format!("k{i}"), "100000".to_string(), "1000".to_string()]);
+    }
+    many.extend(["COST".to_string(), "100000".to_string()]);
+    let many: Vec<&str> = many.iter().map(|s| s.as_str()).collect();
     for args in [
         &["0", "k", "5", "1000"][..],
         &["1", "k", "0", "1000"][..],
         &["1", "k", "5", "1000", "PEEK"][..],
         &["2", "k", "5", "1000", "str", "5", "1000"][..],
+        &[
+            "2", "k", "100000", "1000", "k2", "100000", "1000", "COST", "60000",
+        ][..],
+        &[
+            "2", "k", "100000", "1000", "str", "100000", "1000", "COST", "60000",
+        ][..],
+        &many[..],
     ] {
         let n: usize = args[0].parse().unwrap();
         let keys: Vec<String> = (0..n).map(|i| args[1 + 3 * i].to_string()).collect();
@@ -276,7 +291,21 @@ fn errors_on(pair: &mut Pair) {
         let m = both("MCHECK", &keys, &flat, "m", &pair.form).query::<Value>(&mut pair.m);
         let f = both("MCHECK", &keys, &flat, "f", &pair.form).query::<Value>(pair.lib());
         match (m, f) {
-            (Err(m), Err(f)) => assert_eq!(error_text(&m), error_text(&f), "{args:?}"),
+            (Err(m), Err(f)) => {
+                assert_eq!(error_text(&m), error_text(&f), "{args:?}");
+                // The texts docs/reference.md shows.
+                if args.contains(&"COST") {
+                    let (cost, entries) = if n == 64 {
+                        ("100000", "6400000")
+                    } else {
+                        ("60000", "120000")
+                    };
+                    assert_eq!(
+                        error_text(&m),
+                        format!("ERR COST {cost} on {n} keys would add {entries} entries; slidewin.max-entries-per-call allows 100000 a call"),
+                    );
+                }
+            }
             other => panic!("{args:?}: both must fail: {other:?}"),
         }
     }

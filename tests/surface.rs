@@ -600,7 +600,8 @@ fn config_load_and_runtime(flavor: Flavor) {
         .arg("slidewin.*")
         .query(&mut c)
         .unwrap();
-    assert_eq!(all.len(), 5, "{all:?}");
+    assert_eq!(all.len(), 6, "{all:?}");
+    assert_eq!(all["slidewin.max-entries-per-call"], "0");
     assert_eq!(all["slidewin.top-capacity"], "128");
     assert_eq!(all["slidewin.log-type"], "zset");
     assert_eq!(all["slidewin.top-period-ms"], "300000");
@@ -634,6 +635,8 @@ fn config_load_and_runtime(flavor: Flavor) {
         ("slidewin.max-limit", "abc"),
         ("slidewin.max-window-ms", "-1"),
         ("slidewin.max-window-ms", "3155760000001"),
+        ("slidewin.max-entries-per-call", "-1"),
+        ("slidewin.max-entries-per-call", "640000001"),
     ] {
         let was = config_get(&mut c, name);
         let err = redis::cmd("CONFIG")

@@ -995,6 +995,16 @@ fn compact_entries(c: &mut Connection, key: &[u8]) -> Vec<(Vec<u8>, f64)> {
     out
 }
 
+/// `CONFIG SET name value`, which must succeed.
+pub fn set_config(c: &mut Connection, name: &str, value: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query(c)
+        .unwrap_or_else(|e| panic!("CONFIG SET {name} {value}: {e}"));
+}
+
 pub fn digest(c: &mut Connection) -> String {
     redis::cmd("DEBUG")
         .arg("DIGEST")

@@ -94,6 +94,10 @@ _RANGE_ERRORS = [
     (re.compile(r"^limit must be an integer between 1 and (\d+)"), "slidewin.max-limit", "limit"),
     (re.compile(r"^COST count must be an integer between 1 and (\d+)"), "slidewin.max-limit", "cost"),
     (re.compile(r"^window_ms must be an integer between 1 and (\d+)"), "slidewin.max-window-ms", "window_ms"),
+    # A call adding more entries in all than the setting allows (COST times
+    # MCHECK's keys): the bound is its last number.
+    (re.compile(r"^COST \d+ on \d+ keys? would add (\d+) entries; slidewin\.max-entries-per-call allows (\d+) a call"),
+     "slidewin.max-entries-per-call", "entries"),
 ]
 
 
@@ -109,6 +113,11 @@ def _explain(exc: Exception, limit: int, window_ms: int, cost: int) -> Exception
     message = str(exc)
     for pattern, setting, what in _RANGE_ERRORS:
         m = pattern.match(message)
+        if m and what == "entries":
+            total, maximum = int(m.group(1)), int(m.group(2))
+            text = (f"slidewin refuses a call adding {total} entries: the server's {setting} is {maximum};"
+                    f" raise it (CONFIG SET {setting} {total}) or charge less in one call")
+            return SlidewinLimitError(text, setting, total, maximum)
         if m:
             maximum = int(m.group(1))
             value = {"limit": limit, "cost": cost, "window_ms": window_ms}[what]

@@ -165,6 +165,19 @@ def test_a_client_with_a_wrong_clock_decides_as_the_others_do(server, monkeypatc
     assert not theirs.hit(item, "theirs"), "limits' own storage: the entries from the future still count"
 
 
+def test_a_call_above_the_servers_entries_per_call_is_a_clear_error(server):
+    mw = MovingWindowRateLimiter(storage_from_string(uri(server)))
+    server.client().config_set("slidewin.max-entries-per-call", 10)
+    try:
+        with pytest.raises(swl.SlidewinLimitError, match=r"slidewin\.max-entries-per-call is 10") as e:
+            mw.hit(parse("100 per day"), "z", cost=20)
+        assert (e.value.setting, e.value.value, e.value.maximum) == ("slidewin.max-entries-per-call", 20, 10)
+        assert "CONFIG SET slidewin.max-entries-per-call 20" in str(e.value)
+        assert mw.hit(parse("100 per day"), "z", cost=10), "at the bound: allowed"
+    finally:
+        server.client().config_set("slidewin.max-entries-per-call", 0)
+
+
 def test_a_rule_above_the_servers_max_limit_is_a_clear_error(server):
     st = storage_from_string(uri(server))
     mw = MovingWindowRateLimiter(st)

@@ -3,7 +3,7 @@
 use super::chunked::Chunked;
 use super::codec::{DecodeError, VERSION};
 use super::run::{Bound, Run, MAX_SCORE};
-use super::small;
+use super::small::{self, SmallForm};
 use super::spare::*;
 use crate::relocate::Relocate;
 use crate::window::{NoFreeMember, WindowLog};
@@ -21,35 +21,29 @@ pub const SMALL_RUNS: usize = 2;
 
 #[derive(Debug, Clone)]
 pub(super) enum Repr {
-    /// The encoding (empty: an empty log without an expiry).
-    Small(Vec<u8>),
+    /// The encoding, in place or in a block of its own (empty: an empty
+    /// log without an expiry).
+    Small(SmallForm),
     Large(Box<Chunked>),
 }
 
 /// The compact log: a small log as its encoding, a larger one in chunks.
+/// The value a key holds: 24 bytes, a `limit 5` key's encoding in them.
+/// What a command reads of it once and keeps while it runs is a [`Hold`],
+/// the command's, never stored.
 #[derive(Debug, Clone)]
 pub struct CompactLog {
     pub(super) repr: Repr,
-    /// Held as chunks until [`CompactLog::settle`]: a command asks a log
-    /// several questions, and a small log is decoded once for all of them.
-    pub(super) held: bool,
-    /// While held: whether the log was small when expanded, and whether
-    /// anything changed since (if not, `settle` puts the same bytes back).
-    pub(super) was_small: bool,
-    pub(super) dirty: bool,
-    /// While a small log is held in its small form (changed in place, see
-    /// `small.rs`): what its bytes hold. `None` otherwise.
-    pub(super) small: Option<small::Summary>,
 }
+
+// The value's block: 24 bytes, the smallest block that holds a `limit 5`
+// key's encoding besides the pointer to it.
+const _: () = assert!(std::mem::size_of::<CompactLog>() == 24);
 
 impl Default for CompactLog {
     fn default() -> Self {
         CompactLog {
-            repr: Repr::Small(Vec::new()),
-            held: false,
-            was_small: false,
-            dirty: false,
-            small: None,
+            repr: Repr::Small(SmallForm::EMPTY),
         }
     }
 }
@@ -64,9 +58,108 @@ impl PartialEq for CompactLog {
 
 impl Eq for CompactLog {}
 
+/// What a command keeps of a log it holds (one per key per command, see
+/// `store.rs`; never stored with the value): a command asks a log several
+/// questions, and a small log's bytes are read once for all of them.
+#[derive(Debug, Default)]
+pub struct Hold {
+    /// Held until [`Hold::settle`].
+    pub(super) held: bool,
+    /// While held: whether the log was small when expanded, and whether
+    /// anything changed since (if not, `settle` puts the same bytes back).
+    pub(super) was_small: bool,
+    pub(super) dirty: bool,
+    /// While a small log is held in its small form (changed in place, see
+    /// `small.rs`): what its bytes hold. `None` otherwise.
+    pub(super) small: Option<small::Summary>,
+    /// While a small log held in place was promoted to chunks: its bytes,
+    /// put back by `settle` when nothing changed (a block is kept in the
+    /// chunks' stash instead).
+    unchanged: Option<SmallForm>,
+}
+
+/// A log with its command's [`Hold`]: the window's questions and changes,
+/// on the small form in place while the hold has its summary.
+pub struct Held<'a> {
+    pub(super) log: &'a mut CompactLog,
+    pub(super) hold: &'a mut Hold,
+}
+
+impl Hold {
+    /// The log `log` with this hold (held or not: see [`Held::expand`]).
+    pub fn on<'a>(&'a mut self, log: &'a mut CompactLog) -> Held<'a> {
+        Held { log, hold: self }
+    }
+
+    /// The number of entries of `log`, which this hold is the hold of.
+    pub fn count(&self, log: &CompactLog) -> u64 {
+        match (&log.repr, &self.small) {
+            (Repr::Small(_), Some(s)) => s.entries,
+            _ => log.view().count_entries(),
+        }
+    }
+
+    /// Ends [`Held::expand`] for `log`: a log small enough goes back to
+    /// its small form (the same bytes when nothing changed), and the chunks
+    /// it was held in become the spare.
+    pub fn settle(&mut self, log: &mut CompactLog) {
+        if !std::mem::replace(&mut self.held, false) {
+            return;
+        }
+        if let Some(s) = self.small.take() {
+            // As the chunked path leaves it: no bytes for a blank log, and
+            // in place or in a block of at most the rounded length.
+            if let (Repr::Small(b), true) = (&mut log.repr, self.dirty) {
+                if small::is_blank(&s) {
+                    *b = SmallForm::EMPTY;
+                } else {
+                    b.settle();
+                }
+            }
+            return;
+        }
+        let Repr::Large(c) = &mut log.repr else {
+            return;
+        };
+        let stash = std::mem::take(&mut c.stash);
+        let unchanged = self.unchanged.take();
+        if !c.runs_at_most(SMALL_RUNS) {
+            if self.was_small {
+                // It left the small form in this command, in the spare's
+                // blocks (sized for any small log): cut to what it holds,
+                // as a log decoded whole has them.
+                c.chunks.shrink_to_fit();
+                for chunk in c.chunks.iter_mut() {
+                    chunk.bytes.shrink_to_fit();
+                }
+            }
+            return;
+        }
+        // The same bytes when nothing changed.
+        let form = match (self.was_small && !self.dirty, unchanged) {
+            (true, Some(form)) => Some(form),
+            (true, None) if !stash.is_empty() => SmallForm::from_vec(stash),
+            _ => small_form_into(c, stash),
+        };
+        let Some(form) = form else {
+            return;
+        };
+        if let Repr::Large(c) = std::mem::replace(&mut log.repr, Repr::Small(form)) {
+            keep_spare(c);
+        }
+    }
+}
+
 impl CompactLog {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The log with a hold of its own, not held: every change through the
+    /// chunks, the form kept as its size calls for after each.
+    fn unheld<R>(&mut self, f: impl FnOnce(&mut Held<'_>) -> R) -> R {
+        let mut hold = Hold::default();
+        f(&mut hold.on(self))
     }
 
     /// The log as chunks: borrowed when chunked, decoded when small.
@@ -75,151 +168,36 @@ impl CompactLog {
             Repr::Large(c) => std::borrow::Cow::Borrowed(c),
             // The bytes are this code's own encoding: they decode.
             Repr::Small(b) if b.is_empty() => std::borrow::Cow::Owned(Chunked::default()),
-            Repr::Small(b) => std::borrow::Cow::Owned(Chunked::decode(b).unwrap_or_default()),
-        }
-    }
-
-    /// Runs `f` on the log as chunks, then keeps it in the form its size
-    /// calls for.
-    pub(super) fn edit<R>(&mut self, f: impl FnOnce(&mut Chunked) -> R) -> R {
-        self.promote();
-        self.dirty = true;
-        match &mut self.repr {
-            Repr::Large(c) => {
-                let r = f(c);
-                if !self.held && c.runs_at_most(SMALL_RUNS / 2) {
-                    let b = small_bytes(c);
-                    self.repr = Repr::Small(b);
-                }
-                r
-            }
             Repr::Small(b) => {
-                let mut c = if b.is_empty() {
-                    Chunked::default()
-                } else {
-                    Chunked::decode(b).unwrap_or_default()
-                };
-                let r = f(&mut c);
-                self.repr = if c.runs_at_most(SMALL_RUNS) {
-                    Repr::Small(small_bytes(&c))
-                } else {
-                    Repr::Large(Box::new(c))
-                };
-                r
+                std::borrow::Cow::Owned(Chunked::decode(b.bytes()).unwrap_or_default())
             }
         }
     }
 
-    /// Holds the log for a command until `settle`: a small log in its small
-    /// form with its summary read once (the common changes are made on the
-    /// bytes, see `small.rs`; anything else promotes it to chunks), a large
-    /// one as it is.
-    pub fn expand(&mut self) {
-        if self.held {
-            return;
-        }
-        self.was_small = false;
-        self.dirty = false;
-        self.held = true;
-        if let Repr::Small(b) = &mut self.repr {
-            self.was_small = true;
-            if b.is_empty() {
-                // A new log: the form of an empty one, in a block the
-                // first call's entry and expiry fit in.
-                let mut fresh = Vec::with_capacity(32);
-                fresh.extend_from_slice(&[VERSION, 0, 0]);
-                *b = fresh;
-                self.dirty = true;
-            }
-            self.small = small::scan(b);
-            if self.small.is_none() {
-                self.promote();
-            }
-        }
+    /// The number of entries.
+    pub fn count_entries(&self) -> u64 {
+        self.view().count_entries()
     }
 
-    /// A small log held in its small form, held as chunks from now on
-    /// (decoded into the spare chunked log: its own bytes, so without the
-    /// checks of `decode`). Anything it changed stays changed.
-    pub(super) fn promote(&mut self) {
-        if self.small.take().is_none() {
-            return;
-        }
-        if let Repr::Small(b) = &mut self.repr {
-            let small = std::mem::take(b);
-            let mut c = spare_chunked();
-            c.decode_own(&small);
-            c.stash = small;
-            self.repr = Repr::Large(c);
-        }
+    /// Sets the expiry the encoding carries.
+    pub fn set_expiry(&mut self, at_ms: i64) {
+        self.unheld(|h| h.set_expiry(at_ms))
     }
 
-    /// The summary and bytes of a small log held in its small form.
-    pub(super) fn held_small(&mut self) -> Option<(&mut Vec<u8>, &mut small::Summary)> {
-        match (&mut self.repr, self.small.as_mut()) {
-            (Repr::Small(b), Some(s)) => Some((b, s)),
-            _ => None,
-        }
+    /// Removes member `id` (SLIDEWIN.UNDO); returns whether it was there,
+    /// or the bound taking it out would pass (nothing changed).
+    pub fn remove(&mut self, id: i64) -> Result<bool, Bound> {
+        self.unheld(|h| h.remove(id))
     }
 
-    /// Ends `expand`: a log small enough goes back to its small form (the
-    /// same bytes when nothing changed), and the chunks it was held in
-    /// become the spare.
-    pub fn settle(&mut self) {
-        if !std::mem::replace(&mut self.held, false) {
-            return;
-        }
-        if let Some(s) = self.small.take() {
-            // As the chunked path leaves it: no bytes for a blank log, and
-            // a block of at most the rounded length.
-            if let (Repr::Small(b), true) = (&mut self.repr, self.dirty) {
-                if small::is_blank(&s) {
-                    *b = Vec::new();
-                } else if b.capacity() > rounded(b.len()) {
-                    b.shrink_to(rounded(b.len()));
-                }
-            }
-            return;
-        }
-        let Repr::Large(c) = &mut self.repr else {
-            return;
-        };
-        let stash = std::mem::take(&mut c.stash);
-        if !c.runs_at_most(SMALL_RUNS) {
-            return;
-        }
-        let bytes = if self.was_small && !self.dirty {
-            stash
-        } else {
-            small_bytes_into(c, stash)
-        };
-        if let Repr::Large(c) = std::mem::replace(&mut self.repr, Repr::Small(bytes)) {
-            keep_spare(c);
-        }
+    /// See [`Held::add_scored`].
+    pub fn add_scored(&mut self, now_ms: i64, id: i64) -> Option<i64> {
+        self.unheld(|h| h.add_scored(now_ms, id))
     }
 
     /// The runs, in score order.
     pub fn runs(&self) -> Vec<Run> {
         self.view().runs()
-    }
-
-    /// The number of entries.
-    pub fn count_entries(&self) -> u64 {
-        match (&self.repr, &self.small) {
-            (Repr::Small(_), Some(s)) => s.entries,
-            _ => self.view().count_entries(),
-        }
-    }
-
-    /// Sets the expiry the encoding carries.
-    pub fn set_expiry(&mut self, at_ms: i64) {
-        if let Some((b, s)) = self.held_small() {
-            if small::set_expiry(b, s, at_ms).is_some() {
-                self.dirty = true;
-                return;
-            }
-        }
-        self.edit(|c| c.set_expiry(at_ms))
     }
 
     /// The absolute expiry set by the last `expire_at`, if any.
@@ -232,24 +210,14 @@ impl CompactLog {
         self.view().entries().collect::<Vec<_>>().into_iter()
     }
 
-    /// Removes member `id` (SLIDEWIN.UNDO); returns whether it was there,
-    /// or the bound taking it out would pass (nothing changed).
-    pub fn remove(&mut self, id: i64) -> Result<bool, Bound> {
-        self.promote();
-        if !self.view().holds_above(id, i64::MIN) {
-            return Ok(false);
-        }
-        self.edit(|c| c.remove(id))
+    /// See [`Chunked::for_each_canonical_run`].
+    pub fn for_each_canonical_run(&self, f: impl FnMut(Run)) {
+        self.view().for_each_canonical_run(f)
     }
 
     /// See [`Chunked::canonical_runs`].
     pub fn canonical_runs(&self) -> Vec<Run> {
         self.view().canonical_runs()
-    }
-
-    /// See [`Chunked::for_each_canonical_run`].
-    pub fn for_each_canonical_run(&self, f: impl FnMut(Run)) {
-        self.view().for_each_canonical_run(f)
     }
 
     /// Whether member `id` is in the log and scored above `cutoff_ms`.
@@ -271,7 +239,7 @@ impl CompactLog {
     /// Adds a whole run whose members the caller checked are free and
     /// valid (see `effect.rs`), joining the run before it as `add` would.
     pub fn add_run(&mut self, run: Run) -> Result<(), Bound> {
-        self.edit(|c| c.add_run(run))
+        self.unheld(|h| h.edit(|c| c.add_run(run)))
     }
 
     /// The runs, and the runs out of member order (see `chunked.rs`).
@@ -286,34 +254,10 @@ impl CompactLog {
         self.view().appends(run)
     }
 
-    /// Adds an entry under member `id` scored `now_ms`, or, when that
-    /// would put more than [`MAX_STRAYS`] runs out of member order, scored
-    /// as the newest entry (later: the limiter stays exact or stricter).
-    /// The score it was given, or `None` when the member is taken (or
-    /// `now_ms` is no server time).
-    pub fn add_scored(&mut self, now_ms: i64, id: i64) -> Option<i64> {
-        // A clock outside 0 ..= 2^53 ms cannot be stored (no such clock).
-        if id < 0 || !(0..=MAX_SCORE).contains(&now_ms) {
-            return None;
-        }
-        if let Some((b, s)) = self.held_small() {
-            if small::add(b, s, now_ms, id).is_some() {
-                self.dirty = true;
-                return Some(now_ms);
-            }
-        }
-        self.promote();
-        if self.view().holds_above(id, i64::MIN) {
-            return None;
-        }
-        self.edit(|c| c.add(now_ms, id))
-    }
-
     /// Every heap block the log owns besides the value itself.
     pub fn heap_blocks(&self) -> Vec<*const u8> {
         match &self.repr {
-            Repr::Small(b) if b.capacity() > 0 => vec![b.as_ptr()],
-            Repr::Small(_) => Vec::new(),
+            Repr::Small(b) => b.block_ptr().into_iter().collect(),
             Repr::Large(c) => {
                 let mut out = vec![(&**c as *const Chunked).cast::<u8>()];
                 out.extend(c.heap_blocks());
@@ -325,9 +269,18 @@ impl CompactLog {
     /// Hands every heap block the log owns (those `heap_blocks` lists) to
     /// `to`, which may move them (active defragmentation).
     pub fn relocate<R: Relocate>(&mut self, to: &mut R) {
-        let repr = std::mem::replace(&mut self.repr, Repr::Small(Vec::new()));
+        let repr = std::mem::replace(&mut self.repr, Repr::Small(SmallForm::EMPTY));
         self.repr = match repr {
-            Repr::Small(b) => Repr::Small(to.vec(b)),
+            Repr::Small(SmallForm::Block { len, block }) => {
+                // The block whole (its length is its capacity): moved as a
+                // vector, no new block either way.
+                let moved = to.vec(Vec::from(block));
+                Repr::Small(SmallForm::Block {
+                    len,
+                    block: moved.into_boxed_slice(),
+                })
+            }
+            small @ Repr::Small(_) => small,
             Repr::Large(c) => {
                 let mut c = to.boxed(c);
                 let chunks = std::mem::take(&mut c.chunks);
@@ -354,7 +307,7 @@ impl CompactLog {
     /// The encoding (see the module comment).
     pub fn encode(&self) -> Vec<u8> {
         match &self.repr {
-            Repr::Small(b) if !b.is_empty() => b.clone(),
+            Repr::Small(b) if !b.is_empty() => b.bytes().to_vec(),
             _ => self.view().encode(),
         }
     }
@@ -372,32 +325,176 @@ impl CompactLog {
     /// holds every invariant, or why not.
     pub fn decode(bytes: &[u8]) -> Result<CompactLog, DecodeError> {
         let c = Chunked::decode(bytes)?;
-        let repr = if c.runs_at_most(SMALL_RUNS) {
-            Repr::Small(small_bytes(&c))
+        let small = if c.runs_at_most(SMALL_RUNS) {
+            small_form(&c)
         } else {
-            Repr::Large(Box::new(c))
+            None
         };
-        Ok(CompactLog {
-            repr,
-            ..CompactLog::default()
-        })
+        let repr = match small {
+            Some(form) => Repr::Small(form),
+            None => Repr::Large(Box::new(c)),
+        };
+        Ok(CompactLog { repr })
     }
 }
 
-impl WindowLog for CompactLog {
+impl Held<'_> {
+    /// Runs `f` on the log as chunks, then keeps it in the form its size
+    /// calls for (a held log stays chunks until `settle`).
+    pub(super) fn edit<R>(&mut self, f: impl FnOnce(&mut Chunked) -> R) -> R {
+        self.promote();
+        self.hold.dirty = true;
+        match &mut self.log.repr {
+            Repr::Large(c) => {
+                let r = f(c);
+                if !self.hold.held && c.runs_at_most(SMALL_RUNS / 2) {
+                    if let Some(form) = small_form(c) {
+                        self.log.repr = Repr::Small(form);
+                    }
+                }
+                r
+            }
+            Repr::Small(b) => {
+                let mut c = if b.is_empty() {
+                    Chunked::default()
+                } else {
+                    Chunked::decode(b.bytes()).unwrap_or_default()
+                };
+                let r = f(&mut c);
+                let small = if c.runs_at_most(SMALL_RUNS) {
+                    small_form(&c)
+                } else {
+                    None
+                };
+                self.log.repr = match small {
+                    Some(form) => Repr::Small(form),
+                    None => Repr::Large(Box::new(c)),
+                };
+                r
+            }
+        }
+    }
+
+    /// Holds the log for the command until [`Hold::settle`]: a small log
+    /// in its small form with its summary read once (the common changes
+    /// are made on the bytes, see `small.rs`; anything else promotes it to
+    /// chunks), a large one as it is.
+    pub fn expand(&mut self) {
+        let hold = &mut *self.hold;
+        if hold.held {
+            return;
+        }
+        hold.was_small = false;
+        hold.dirty = false;
+        hold.unchanged = None;
+        hold.held = true;
+        if let Repr::Small(b) = &mut self.log.repr {
+            hold.was_small = true;
+            if b.is_empty() {
+                // A new log: the form of an empty one (in place: the first
+                // call's entry and expiry fit there).
+                *b = SmallForm::from_slice(&[VERSION, 0, 0]).unwrap_or(SmallForm::EMPTY);
+                hold.dirty = true;
+            }
+            hold.small = small::scan(b.bytes());
+            if hold.small.is_none() {
+                self.promote();
+            }
+        }
+    }
+
+    /// A small log held in its small form, held as chunks from now on
+    /// (decoded into the spare chunked log: its own bytes, so without the
+    /// checks of `decode`). Anything it changed stays changed.
+    pub(super) fn promote(&mut self) {
+        if self.hold.small.take().is_none() {
+            return;
+        }
+        if let Repr::Small(b) = &mut self.log.repr {
+            let small = std::mem::replace(b, SmallForm::EMPTY);
+            let mut c = spare_chunked();
+            c.decode_own(small.bytes());
+            if small.block_len() == 0 {
+                self.hold.unchanged = Some(small);
+            } else {
+                c.stash = small.into_vec();
+            }
+            self.log.repr = Repr::Large(c);
+        }
+    }
+
+    /// The summary and bytes of a small log held in its small form.
+    fn held_small(&mut self) -> Option<(&mut SmallForm, &mut small::Summary)> {
+        match (&mut self.log.repr, self.hold.small.as_mut()) {
+            (Repr::Small(b), Some(s)) => Some((b, s)),
+            _ => None,
+        }
+    }
+
+    /// The number of entries.
+    pub fn count_entries(&self) -> u64 {
+        self.hold.count(self.log)
+    }
+
+    /// Sets the expiry the encoding carries.
+    pub fn set_expiry(&mut self, at_ms: i64) {
+        if let Some((b, s)) = self.held_small() {
+            if small::set_expiry(b, s, at_ms).is_some() {
+                self.hold.dirty = true;
+                return;
+            }
+        }
+        self.edit(|c| c.set_expiry(at_ms))
+    }
+
+    /// Removes member `id` (SLIDEWIN.UNDO); returns whether it was there,
+    /// or the bound taking it out would pass (nothing changed).
+    pub fn remove(&mut self, id: i64) -> Result<bool, Bound> {
+        self.promote();
+        if !self.log.view().holds_above(id, i64::MIN) {
+            return Ok(false);
+        }
+        self.edit(|c| c.remove(id))
+    }
+
+    /// Adds an entry under member `id` scored `now_ms`, or, when that
+    /// would put more than [`MAX_STRAYS`](super::MAX_STRAYS) runs out of
+    /// member order, scored as the newest entry (later: the limiter stays
+    /// exact or stricter). The score it was given, or `None` when the
+    /// member is taken (or `now_ms` is no server time).
+    pub fn add_scored(&mut self, now_ms: i64, id: i64) -> Option<i64> {
+        // A clock outside 0 ..= 2^53 ms cannot be stored (no such clock).
+        if id < 0 || !(0..=MAX_SCORE).contains(&now_ms) {
+            return None;
+        }
+        if let Some((b, s)) = self.held_small() {
+            if small::add(b, s, now_ms, id).is_some() {
+                self.hold.dirty = true;
+                return Some(now_ms);
+            }
+        }
+        self.promote();
+        if self.log.view().holds_above(id, i64::MIN) {
+            return None;
+        }
+        self.edit(|c| c.add(now_ms, id))
+    }
+}
+
+impl WindowLog for Held<'_> {
     type Error = NoFreeMember;
 
     fn trim(&mut self, cutoff_ms: i64) -> Result<u64, Self::Error> {
         if let Some((b, s)) = self.held_small() {
             if let Some(removed) = small::trim(b, s, cutoff_ms) {
                 if removed > 0 {
-                    self.dirty = true;
+                    self.hold.dirty = true;
                 }
                 return Ok(removed);
             }
         }
         // Nothing to trim: no rewrite.
-        if self.view().oldest_score().is_none_or(|s| s > cutoff_ms) {
+        if self.log.view().oldest_score().is_none_or(|s| s > cutoff_ms) {
             return Ok(0);
         }
         self.edit(|c| c.trim(cutoff_ms))
@@ -411,38 +508,76 @@ impl WindowLog for CompactLog {
     // held in its small form is promoted once for the rest of the command.
     fn count_above(&mut self, cutoff_ms: i64) -> Result<u64, Self::Error> {
         self.promote();
-        self.view().count_above(cutoff_ms)
+        self.log.view().count_above(cutoff_ms)
     }
 
     fn nth_above(&mut self, cutoff_ms: i64, k: u64, n: u64) -> Result<Option<f64>, Self::Error> {
         self.promote();
-        self.view().nth_above(cutoff_ms, k, n)
+        self.log.view().nth_above(cutoff_ms, k, n)
     }
 
     fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, Self::Error> {
         self.promote();
-        self.view().newest_above(min_ms)
+        self.log.view().newest_above(min_ms)
     }
 
     fn newest_entry(&mut self) -> Result<Option<(f64, Option<i64>)>, Self::Error> {
-        if let Some(newest) = self.small.as_ref().and_then(small::newest_entry) {
+        if let Some(newest) = self.hold.small.as_ref().and_then(small::newest_entry) {
             return Ok(newest);
         }
         self.promote();
-        self.view().newest_entry()
+        self.log.view().newest_entry()
     }
 
     fn has_member(&mut self, id: i64) -> Result<bool, Self::Error> {
         self.promote();
-        Ok(self.view().holds_above(id, i64::MIN))
+        Ok(self.log.view().holds_above(id, i64::MIN))
     }
 
     fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, Self::Error> {
-        // A clock outside 0 ..= 2^53 ms cannot be stored (no such clock).
-        if id < 0 || !(0..=MAX_SCORE).contains(&now_ms) {
-            return Ok(false);
-        }
         Ok(self.add_scored(now_ms, id).is_some())
+    }
+
+    fn expire_at(&mut self, at_ms: i64) -> Result<(), Self::Error> {
+        self.set_expiry(at_ms);
+        Ok(())
+    }
+}
+
+/// The log not held by a command: every change through the chunks.
+impl WindowLog for CompactLog {
+    type Error = NoFreeMember;
+
+    fn trim(&mut self, cutoff_ms: i64) -> Result<u64, Self::Error> {
+        self.unheld(|h| h.trim(cutoff_ms))
+    }
+
+    fn count(&self) -> Result<u64, Self::Error> {
+        Ok(self.count_entries())
+    }
+
+    fn count_above(&mut self, cutoff_ms: i64) -> Result<u64, Self::Error> {
+        self.unheld(|h| h.count_above(cutoff_ms))
+    }
+
+    fn nth_above(&mut self, cutoff_ms: i64, k: u64, n: u64) -> Result<Option<f64>, Self::Error> {
+        self.unheld(|h| h.nth_above(cutoff_ms, k, n))
+    }
+
+    fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, Self::Error> {
+        self.unheld(|h| h.newest_above(min_ms))
+    }
+
+    fn newest_entry(&mut self) -> Result<Option<(f64, Option<i64>)>, Self::Error> {
+        self.unheld(|h| h.newest_entry())
+    }
+
+    fn has_member(&mut self, id: i64) -> Result<bool, Self::Error> {
+        self.unheld(|h| h.has_member(id))
+    }
+
+    fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, Self::Error> {
+        self.unheld(|h| h.add(now_ms, id))
     }
 
     fn expire_at(&mut self, at_ms: i64) -> Result<(), Self::Error> {

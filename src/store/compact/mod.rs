@@ -12,8 +12,9 @@
 //! - `chunked.rs`: a log as a list of chunks, the decision's queries on it;
 //! - `small.rs`: a small log's common changes made on its encoding in place;
 //! - `spare.rs`: what a small log's round trip through chunks reuses;
-//! - `log.rs`: [`CompactLog`], which form a log is held in, and its
-//!   `WindowLog`;
+//! - `log.rs`: [`CompactLog`], the value a key holds (which form a log is
+//!   held in), and [`Hold`], what a command keeps while it holds one, with
+//!   their `WindowLog`s;
 //! - `effect.rs` (pure) and `store.rs` (the server data type and store).
 //!
 //! A log is a list of *runs*, each `count` entries scored `score` (ms) under
@@ -48,7 +49,7 @@ pub mod effect;
 pub mod store;
 
 pub use codec::{DecodeError, VERSION};
-pub use log::CompactLog;
+pub use log::{CompactLog, Held, Hold};
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub use run::canonical_by_sorting;

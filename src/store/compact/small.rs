@@ -11,6 +11,11 @@
 //! for the resulting runs: the records after the first are relative to the
 //! run before them, so a trim rewrites the header and the first kept
 //! record only, an append writes one record, a join rewrites the last.
+//!
+//! The bytes live in a [`SmallForm`]: in the stored value itself up to
+//! [`INLINE`] bytes (a `limit 5` key: one 24-byte block in all), else in a
+//! block of their own. The summary is the command's, never stored (see
+//! `log.rs`'s `Hold`).
 
 use super::codec::{
     put_run, put_varint, read_run, unzigzag, varint_len, zigzag, Reader, Sink, VERSION,
@@ -18,6 +23,171 @@ use super::codec::{
 use super::log::SMALL_RUNS;
 use super::run::{Run, MAX_SCORE};
 use super::spare::rounded;
+
+/// The most bytes a small form holds in the value itself: what fits in the
+/// 24 bytes a value of a boxed slice and its length takes anyway.
+pub(super) const INLINE: usize = 22;
+
+/// A small form's bytes, as the stored value holds them: up to [`INLINE`]
+/// bytes in place, more in a block of their own (`block.len()` is the
+/// block's size, of which the first `len` bytes are the encoding). Empty:
+/// an empty log without an expiry.
+#[derive(Clone)]
+pub(super) enum SmallForm {
+    Inline { len: u8, buf: [u8; INLINE] },
+    Block { len: u32, block: Box<[u8]> },
+}
+
+impl std::fmt::Debug for SmallForm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("SmallForm").field(&self.bytes()).finish()
+    }
+}
+
+impl SmallForm {
+    /// No bytes.
+    pub(super) const EMPTY: SmallForm = SmallForm::Inline {
+        len: 0,
+        buf: [0; INLINE],
+    };
+
+    /// The encoding.
+    pub(super) fn bytes(&self) -> &[u8] {
+        match self {
+            SmallForm::Inline { len, buf } => buf.get(..usize::from(*len)).unwrap_or(&[]),
+            SmallForm::Block { len, block } => block
+                .get(..usize::try_from(*len).unwrap_or(0))
+                .unwrap_or(&[]),
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.bytes().len()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The size of its own block (0 when held in place).
+    pub(super) fn block_len(&self) -> usize {
+        match self {
+            SmallForm::Inline { .. } => 0,
+            SmallForm::Block { block, .. } => block.len(),
+        }
+    }
+
+    /// Its own block, if it has one.
+    pub(super) fn block_ptr(&self) -> Option<*const u8> {
+        match self {
+            SmallForm::Inline { .. } => None,
+            SmallForm::Block { block, .. } => Some(block.as_ptr()),
+        }
+    }
+
+    /// `bytes` in place when they fit, else copied into a block of their
+    /// length.
+    pub(super) fn from_slice(bytes: &[u8]) -> Option<SmallForm> {
+        if let Some(form) = Self::inline(bytes) {
+            return Some(form);
+        }
+        Some(SmallForm::Block {
+            len: u32::try_from(bytes.len()).ok()?,
+            block: bytes.into(),
+        })
+    }
+
+    /// `bytes` in place, when they fit.
+    fn inline(bytes: &[u8]) -> Option<SmallForm> {
+        let mut buf = [0; INLINE];
+        buf.get_mut(..bytes.len())?.copy_from_slice(bytes);
+        Some(SmallForm::Inline {
+            len: u8::try_from(bytes.len()).ok()?,
+            buf,
+        })
+    }
+
+    /// The bytes of `v`, in place when they fit (its block freed), else in
+    /// its block (its whole capacity kept). `None` only for a length no
+    /// small form reaches (over 4 GB).
+    pub(super) fn from_vec(mut v: Vec<u8>) -> Option<SmallForm> {
+        if let Some(form) = Self::inline(&v) {
+            return Some(form);
+        }
+        let len = u32::try_from(v.len()).ok()?;
+        // The block whole, as a slice: no new block (the length is the
+        // capacity, the tail zeros).
+        v.resize(v.capacity(), 0);
+        Some(SmallForm::Block {
+            len,
+            block: v.into_boxed_slice(),
+        })
+    }
+
+    /// The bytes as a vector in this form's block (none when in place):
+    /// what a promotion keeps to reuse.
+    pub(super) fn into_vec(self) -> Vec<u8> {
+        match self {
+            SmallForm::Inline { .. } => Vec::new(),
+            SmallForm::Block { len, block } => {
+                let mut v = Vec::from(block);
+                v.truncate(usize::try_from(len).unwrap_or(0));
+                v
+            }
+        }
+    }
+
+    /// Replaces `old_len` bytes at `at` by `new`; when they outgrow their
+    /// place, into a new block of the rounded length (the size the chunked
+    /// path gives a small form). `None` (nothing changed) for a range
+    /// outside the bytes.
+    pub(super) fn splice(&mut self, at: usize, old_len: usize, new: &[u8]) -> Option<()> {
+        let total = self.len();
+        let end = at.checked_add(old_len)?;
+        if end > total {
+            return None;
+        }
+        let new_total = total - old_len + new.len();
+        let new_end = at + new.len();
+        let (room, len32) = match self {
+            SmallForm::Inline { buf, .. } => (buf.as_mut_slice(), None),
+            SmallForm::Block { block, .. } => {
+                (&mut block[..], Some(u32::try_from(new_total).ok()?))
+            }
+        };
+        if new_total <= room.len() {
+            room.copy_within(end..total, new_end);
+            room.get_mut(at..new_end)?.copy_from_slice(new);
+            match self {
+                SmallForm::Inline { len, .. } => *len = u8::try_from(new_total).ok()?,
+                SmallForm::Block { len, .. } => *len = len32?,
+            }
+            return Some(());
+        }
+        let old = self.bytes();
+        let mut v = Vec::with_capacity(rounded(new_total));
+        v.extend_from_slice(old.get(..at)?);
+        v.extend_from_slice(new);
+        v.extend_from_slice(old.get(end..)?);
+        *self = SmallForm::from_vec(v)?;
+        Some(())
+    }
+
+    /// At the end of a command: in place when the bytes fit there (their
+    /// block freed), else in a block of at most their rounded length.
+    pub(super) fn settle(&mut self) {
+        let len = self.len();
+        if let SmallForm::Block { block, .. } = self {
+            if len <= INLINE || block.len() > rounded(len) {
+                let mut v = Vec::with_capacity(rounded(len));
+                v.extend_from_slice(self.bytes());
+                if let Some(form) = SmallForm::from_vec(v) {
+                    *self = form;
+                }
+            }
+        }
+    }
+}
 
 /// The most runs a summary is read for (a small form holds at most
 /// [`SMALL_RUNS`]; the unit tests hand it larger ones).
@@ -161,38 +331,14 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Summary> {
     Some(s)
 }
 
-/// Replaces `old_len` bytes at `at` by `new`, growing the block to the
-/// rounded length when it must grow (the size the chunked path gives a
-/// small form). `None` (nothing changed) for a range outside the bytes.
-fn replace(bytes: &mut Vec<u8>, at: usize, old_len: usize, new: &[u8]) -> Option<()> {
-    let end = at.checked_add(old_len)?;
-    let total = bytes.len();
-    if end > total {
-        return None;
-    }
-    let new_total = total - old_len + new.len();
-    if new.len() > old_len {
-        if new_total > bytes.capacity() {
-            bytes.reserve_exact(rounded(new_total) - total);
-        }
-        bytes.resize(new_total, 0);
-        bytes.copy_within(end..total, at + new.len());
-    } else if new.len() < old_len {
-        bytes.copy_within(end..total, at + new.len());
-        bytes.truncate(new_total);
-    }
-    bytes.get_mut(at..at + new.len())?.copy_from_slice(new);
-    Some(())
-}
-
 /// Removes every run scored at or below `cutoff_ms`; the entries removed.
 /// `None`: not done here (nothing changed).
-pub(super) fn trim(bytes: &mut Vec<u8>, s: &mut Summary, cutoff_ms: i64) -> Option<u64> {
+pub(super) fn trim(bytes: &mut SmallForm, s: &mut Summary, cutoff_ms: i64) -> Option<u64> {
     if s.runs == 0 || s.first_score > cutoff_ms {
         return Some(0);
     }
     let mut r = Reader {
-        bytes: bytes.as_slice(),
+        bytes: bytes.bytes(),
         at: s.rec_at,
     };
     let (mut score, mut expected) = (s.first_score, 1i64);
@@ -221,8 +367,8 @@ pub(super) fn trim(bytes: &mut Vec<u8>, s: &mut Summary, cutoff_ms: i64) -> Opti
         None => bytes.len(),
     };
     let old_len = replaced_end.checked_sub(s.n_at)?;
-    replace(bytes, s.n_at, old_len, head.bytes())?;
-    *s = scan(bytes)?;
+    bytes.splice(s.n_at, old_len, head.bytes())?;
+    *s = scan(bytes.bytes())?;
     Some(removed)
 }
 
@@ -243,7 +389,7 @@ pub(super) fn newest_entry(s: &Summary) -> Option<Option<(f64, Option<i64>)>> {
 /// when it continues it; `None`: not done here (a score before the newest,
 /// a member not above every other, a log that would outgrow the small
 /// form, an id or score no log may hold), nothing changed.
-pub(super) fn add(bytes: &mut Vec<u8>, s: &mut Summary, now_ms: i64, id: i64) -> Option<()> {
+pub(super) fn add(bytes: &mut SmallForm, s: &mut Summary, now_ms: i64, id: i64) -> Option<()> {
     if id < 0 || !(0..=MAX_SCORE).contains(&now_ms) {
         return None;
     }
@@ -259,8 +405,8 @@ pub(super) fn add(bytes: &mut Vec<u8>, s: &mut Summary, now_ms: i64, id: i64) ->
         let (mut sc, mut ex) = (now_ms, 1i64);
         put_run(&mut tail, &mut sc, &mut ex, run);
         let old_len = bytes.len().checked_sub(s.n_at)?;
-        replace(bytes, s.n_at, old_len, tail.bytes())?;
-        *s = scan(bytes)?;
+        bytes.splice(s.n_at, old_len, tail.bytes())?;
+        *s = scan(bytes.bytes())?;
         return Some(());
     }
     if now_ms < s.last.score || id <= s.max_id {
@@ -275,7 +421,7 @@ pub(super) fn add(bytes: &mut Vec<u8>, s: &mut Summary, now_ms: i64, id: i64) ->
         let (mut sc, mut ex) = s.before_last;
         put_run(&mut rec, &mut sc, &mut ex, joined);
         let old_len = bytes.len().checked_sub(s.last_at)?;
-        replace(bytes, s.last_at, old_len, rec.bytes())?;
+        bytes.splice(s.last_at, old_len, rec.bytes())?;
         s.last = joined;
     } else {
         if s.runs >= SMALL_RUNS as u64 {
@@ -285,19 +431,25 @@ pub(super) fn add(bytes: &mut Vec<u8>, s: &mut Summary, now_ms: i64, id: i64) ->
         let (mut sc, mut ex) = (s.last.score, s.last.last().saturating_add(1));
         let before = (sc, ex);
         put_run(&mut rec, &mut sc, &mut ex, run);
-        // The run count first (one more), then the record at the end.
+        // The record at the end, then the run count (one more): only the
+        // count's own bytes are replaced (the first score follows them).
+        let end = bytes.len();
         let mut n = Stack::new();
         put_varint(&mut n, s.runs + 1);
-        // Only the count's own bytes are replaced (the first score
-        // follows them).
         let n_len = usize::try_from(varint_len(s.runs)).ok()?;
-        replace(bytes, s.n_at, n_len, n.bytes())?;
         let shift = n.bytes().len() as isize - n_len as isize;
-        s.rec_at = s.rec_at.checked_add_signed(shift)?;
+        let rec_at = s.rec_at.checked_add_signed(shift)?;
+        let last_at = end.checked_add_signed(shift)?;
+        bytes.splice(end, 0, rec.bytes())?;
+        if bytes.splice(s.n_at, n_len, n.bytes()).is_none() {
+            // Not reached (the count is inside the bytes): undone all the same.
+            bytes.splice(end, rec.bytes().len(), &[])?;
+            return None;
+        }
+        s.rec_at = rec_at;
         s.shares_top = s.last.score == now_ms;
         s.before_last = before;
-        s.last_at = bytes.len();
-        bytes.extend_from_slice(rec.bytes());
+        s.last_at = last_at;
         s.last = run;
         s.runs += 1;
     }
@@ -307,13 +459,13 @@ pub(super) fn add(bytes: &mut Vec<u8>, s: &mut Summary, now_ms: i64, id: i64) ->
 }
 
 /// Sets the expiry.
-pub(super) fn set_expiry(bytes: &mut Vec<u8>, s: &mut Summary, at_ms: i64) -> Option<()> {
-    // Usually as many bytes as the old one: `replace` writes over it.
+pub(super) fn set_expiry(bytes: &mut SmallForm, s: &mut Summary, at_ms: i64) -> Option<()> {
+    // Usually as many bytes as the old one: `splice` writes over it.
     let mut field = Stack::new();
     field.push(1);
     put_varint(&mut field, zigzag(at_ms));
     let old_len = s.n_at.checked_sub(1)?;
-    replace(bytes, 1, old_len, field.bytes())?;
+    bytes.splice(1, old_len, field.bytes())?;
     let shift = field.bytes().len() as isize - old_len as isize;
     s.n_at = s.n_at.checked_add_signed(shift)?;
     s.rec_at = s.rec_at.checked_add_signed(shift)?;

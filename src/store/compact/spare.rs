@@ -4,6 +4,7 @@
 use std::cell::RefCell;
 
 use super::chunked::Chunked;
+use super::small::{SmallForm, INLINE};
 
 /// What a small log's round trip through the chunked form reuses, kept
 /// between commands on the thread that runs them: a chunked log with its
@@ -64,15 +65,38 @@ pub(super) fn rounded(len: usize) -> usize {
     len.saturating_add(15) & !15
 }
 
-/// The small form of `c`, written into `block` when it fits there (its
-/// capacity at least the length and at most the rounded length), else
-/// into a new block of the rounded length; through the spare encoding
-/// buffer, so that nothing else is allocated.
-pub(super) fn small_bytes_into(c: &Chunked, mut block: Vec<u8>) -> Vec<u8> {
+/// Runs `f` on the spare encoding buffer holding `c`'s encoding; `None`
+/// when the spare is in use (then the caller encodes anew).
+fn with_encoding<R>(c: &Chunked, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+    SPARE
+        .try_with(|s| {
+            let mut s = s.try_borrow_mut().ok()?;
+            let mut scratch = std::mem::take(&mut s.scratch);
+            scratch.clear();
+            c.encode_into(&mut scratch);
+            let r = f(&scratch);
+            if scratch.capacity() <= SPARE_BYTES {
+                s.scratch = scratch;
+            }
+            Some(r)
+        })
+        .ok()
+        .flatten()
+}
+
+/// The small form of `c`: in place when it fits there, else written into
+/// `block` when it fits there (its capacity at least the length and at
+/// most the rounded length), else into a new block of the rounded length;
+/// through the spare encoding buffer, so that nothing else is allocated.
+/// `None` only for a length no small form reaches.
+pub(super) fn small_form_into(c: &Chunked, block: Vec<u8>) -> Option<SmallForm> {
     if c.entries == 0 && c.expire_at_ms.is_none() {
-        return Vec::new();
+        return Some(SmallForm::EMPTY);
     }
-    let place = |block: Vec<u8>, bytes: &[u8]| -> Vec<u8> {
+    let place = |block: Vec<u8>, bytes: &[u8]| -> Option<SmallForm> {
+        if bytes.len() <= INLINE {
+            return SmallForm::from_slice(bytes);
+        }
         let mut out = if block.capacity() >= bytes.len() && block.capacity() <= rounded(bytes.len())
         {
             block
@@ -81,31 +105,19 @@ pub(super) fn small_bytes_into(c: &Chunked, mut block: Vec<u8>) -> Vec<u8> {
         };
         out.clear();
         out.extend_from_slice(bytes);
-        out
+        SmallForm::from_vec(out)
     };
-    let via_scratch = SPARE.try_with(|s| {
-        let mut s = s.try_borrow_mut().ok()?;
-        let mut scratch = std::mem::take(&mut s.scratch);
-        scratch.clear();
-        c.encode_into(&mut scratch);
-        block = place(std::mem::take(&mut block), &scratch);
-        if scratch.capacity() <= SPARE_BYTES {
-            s.scratch = scratch;
-        }
-        Some(())
-    });
-    match via_scratch {
-        Ok(Some(())) => block,
-        _ => place(block, &c.encode()),
+    let mut block = Some(block);
+    match with_encoding(c, |bytes| place(block.take().unwrap_or_default(), bytes)) {
+        Some(form) => form,
+        None => place(block.unwrap_or_default(), &c.encode()),
     }
 }
 
-/// The small form of a log.
-pub(super) fn small_bytes(c: &Chunked) -> Vec<u8> {
+/// The small form of a log, in place or in a block of its length.
+pub(super) fn small_form(c: &Chunked) -> Option<SmallForm> {
     if c.entries == 0 && c.expire_at_ms.is_none() {
-        return Vec::new();
+        return Some(SmallForm::EMPTY);
     }
-    let mut b = c.encode();
-    b.shrink_to_fit();
-    b
+    with_encoding(c, SmallForm::from_slice).unwrap_or_else(|| SmallForm::from_slice(&c.encode()))
 }

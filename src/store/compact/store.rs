@@ -20,7 +20,7 @@ use crate::ffi::module_type::{ModuleType, TypeValue};
 use crate::ffi::{Arg, ModuleString, Propagate, StoreError, Word, MAX_WORDS};
 use crate::relocate::Relocate;
 use crate::store::compact::effect::{Effect, Token};
-use crate::store::compact::{CompactLog, Run};
+use crate::store::compact::{CompactLog, Held, Hold, Run};
 use crate::store::zset::Key;
 use crate::window::{NoFreeMember, WindowLog};
 
@@ -108,6 +108,9 @@ pub struct CompactStore<'c> {
     /// Whether `finish` propagates the effect (SLIDEWIN.APPLY propagates
     /// itself verbatim instead).
     replicate: bool,
+    /// What the call keeps of the key's log while it holds it (the value
+    /// itself stays as small as it can be: see `log.rs`).
+    hold: Hold,
 }
 
 impl<'c> CompactStore<'c> {
@@ -124,6 +127,7 @@ impl<'c> CompactStore<'c> {
             },
             trimmed: false,
             replicate: true,
+            hold: Hold::default(),
         }
     }
 
@@ -135,32 +139,40 @@ impl<'c> CompactStore<'c> {
         }
     }
 
-    /// The log for a change, created in the key when it is missing.
-    fn log_mut(&mut self) -> Result<&mut CompactLog, StoreError> {
+    /// The log for a change, created in the key when it is missing, held
+    /// for the call.
+    fn log_mut(&mut self) -> Result<Held<'_>, StoreError> {
         let log = self
             .key
             .as_mut()
             .ok_or(StoreError::Failed("writing a read-only key"))?
             .value_or_insert_with(&LOG_TYPE, CompactLog::new)?;
-        log.expand();
-        Ok(log)
+        let mut held = self.hold.on(log);
+        held.expand();
+        Ok(held)
+    }
+
+    /// The log, held for the call, when the key holds one.
+    fn held(&mut self) -> Result<Option<Held<'_>>, StoreError> {
+        let log = match self.key.as_mut() {
+            Some(key) => key.value_mut(&LOG_TYPE)?,
+            None => None,
+        };
+        Ok(log.map(|log| {
+            let mut held = self.hold.on(log);
+            held.expand();
+            held
+        }))
     }
 
     /// Runs a query on the log (an empty one when the key is missing).
     fn query<R>(
         &mut self,
-        f: impl FnOnce(&mut CompactLog) -> Result<R, NoFreeMember>,
+        f: impl FnOnce(&mut Held<'_>) -> Result<R, NoFreeMember>,
     ) -> Result<R, StoreError> {
-        let log = match self.key.as_mut() {
-            Some(key) => key.value_mut(&LOG_TYPE)?,
-            None => None,
-        };
-        Ok(match log {
-            Some(log) => {
-                log.expand();
-                f(log)?
-            }
-            None => f(&mut CompactLog::new())?,
+        Ok(match self.held()? {
+            Some(mut log) => f(&mut log)?,
+            None => f(&mut Hold::default().on(&mut CompactLog::new()))?,
         })
     }
 
@@ -267,10 +279,10 @@ impl Drop for CompactStore<'_> {
             .log()
             .ok()
             .flatten()
-            .is_some_and(|l| l.count_entries() == 0);
+            .is_some_and(|l| self.hold.count(l) == 0);
         if let Some(key) = self.key.as_mut() {
             if let Ok(Some(log)) = key.value_mut(&LOG_TYPE) {
-                log.settle();
+                self.hold.settle(log);
             }
         }
         // What changed is data on this node: replicate it even when the
@@ -284,14 +296,9 @@ impl WindowLog for CompactStore<'_> {
     type Error = StoreError;
 
     fn trim(&mut self, cutoff_ms: i64) -> Result<u64, StoreError> {
-        let log = match self.key.as_mut() {
-            Some(key) => key.value_mut(&LOG_TYPE)?,
-            None => None,
-        };
-        let Some(log) = log else {
+        let Some(mut log) = self.held()? else {
             return Ok(0);
         };
-        log.expand();
         let removed = log.trim(cutoff_ms)?;
         if removed > 0 {
             self.trimmed = true;
@@ -302,7 +309,7 @@ impl WindowLog for CompactStore<'_> {
     }
 
     fn count(&self) -> Result<u64, StoreError> {
-        Ok(self.log()?.map_or(0, |l| l.count_entries()))
+        Ok(self.log()?.map_or(0, |l| self.hold.count(l)))
     }
 
     fn count_above(&mut self, cutoff_ms: i64) -> Result<u64, StoreError> {
