@@ -33,6 +33,20 @@ fn in_range(v: u64, max: i64) -> bool {
     v >= 1 && i64::try_from(v).is_ok_and(|v| v <= max)
 }
 
+/// The per-call entries check: refused exactly when `cost` in each of
+/// `keys` keys passes the bound, with an error like any other.
+fn entries_ok(cost: u64, keys: usize, bounds: Bounds) {
+    let entries = cost.saturating_mul(keys as u64);
+    let fits = u64::try_from(bounds.max_call_entries).is_ok_and(|max| entries <= max);
+    match args::entries_within(cost, keys, bounds) {
+        Ok(()) => assert!(fits, "{cost} x {keys} accepted"),
+        Err(e) => {
+            assert!(!fits, "{cost} x {keys} refused");
+            error_ok(&e);
+        }
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&pick, rest)) = data.split_first() else {
         return;
@@ -48,6 +62,7 @@ fuzz_target!(|data: &[u8]| {
         Bounds {
             max_limit: 10,
             max_window_ms: 1_000,
+            max_call_entries: 25,
         }
     } else {
         Bounds::default()
@@ -70,6 +85,7 @@ fuzz_target!(|data: &[u8]| {
                     assert!(command == Command::Check || !r.reply.with_members);
                     assert!(r.reply.detail || !(r.reply.with_members || r.reply.with_oldest));
                     assert!(command == Command::Check || r.reply.detail);
+                    entries_ok(r.rule.cost, 1, bounds);
                 }
                 Err(e) => error_ok(&e),
             }
@@ -91,6 +107,14 @@ fuzz_target!(|data: &[u8]| {
                 }
                 assert!(in_range(m.cost, bounds.max_limit));
                 assert!(!m.reply.with_oldest);
+                let mut names: Vec<&[u8]> = m
+                    .rules
+                    .iter()
+                    .map(|r| words[r.key - 1].as_slice())
+                    .collect();
+                names.sort_unstable();
+                names.dedup();
+                entries_ok(m.cost, names.len(), bounds);
             }
             Err(e) => error_ok(&e),
         },
