@@ -130,11 +130,16 @@ pub fn sound(log: &CompactLog) {
     // oldest member, on the log alone and as a command holds it (a small
     // log changed in place): the same answers and the same log, sound.
     let oldest_member = runs.first().map_or(0, |r| r.first);
-    for (limit, cost) in [(5, 1), (1_000, 3)] {
+    // Windows whose cutoff falls exactly on a run's score (the oldest, the
+    // middle one): an entry exactly a window old has left.
+    let mid = runs.get(runs.len() / 2).map_or(0, |r| r.score);
+    let exact = |from: i64| newest.saturating_sub(from).max(1);
+    for (limit, cost, window_ms) in [(5, 1, 1_000), (1_000, 3, exact(oldest)), (5, 1, exact(mid))] {
         let rule = Rule {
             cost,
-            ..Rule::new(limit, 1_000)
+            ..Rule::new(limit, window_ms)
         };
+        let cutoff = window::cutoff(newest, window_ms);
         let want = Want {
             detail: true,
             members: true,
@@ -180,6 +185,15 @@ pub fn sound(log: &CompactLog) {
             if let Err(e) = d.check() {
                 panic!("after a CHECK and an UNDO ({how}): {e}");
             }
+            // The CHECK trimmed every entry at or before the cutoff (what
+            // it added is scored after it).
+            let mut left = d.clone();
+            let above = left.count_above(cutoff).unwrap_or(u64::MAX);
+            assert_eq!(
+                above,
+                d.count_entries(),
+                "{how}: entries left at or before {cutoff}"
+            );
             let bytes = d.encode();
             assert!(
                 CompactLog::decode(&bytes).ok().as_ref() == Some(d),
