@@ -38,7 +38,7 @@ export VENV PYTHON
 # The classic builder: this project's machines have no buildx.
 DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
-.PHONY: help deps deps-build build dist test-deb test-fresh fault-module python-client test test-python test-limits fuzz unit lint fmt run bench bench-eviction bench-small-keys bench-smoke cluster cluster-stop docker docker-run test-docker clean
+.PHONY: help deps deps-build build dist test-deb test-fresh fault-module python-client test test-python test-limits fuzz fuzz-cov fuzz-smoke unit lint fmt run bench bench-eviction bench-small-keys bench-smoke cluster cluster-stop docker docker-run test-docker clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -71,15 +71,26 @@ test-python: build python-client ## The Python client's tests (pytest) against t
 test-limits: build python-client ## The limits library's own storage, strategy and concurrency tests (its sdist, unmodified) on the slidewin storages, four servers (LIMITS_LOG_TYPES=zset or compact: fewer)
 	SLIDEWIN_LIMITS_LOG_TYPES="$(LIMITS_LOG_TYPES)" scripts/limits-suite.sh
 
-fuzz: ## The compact log's decoder (random and mutated encodings) and the effect command's parser, a million inputs each (make test runs 400 of each)
+fuzz: ## The compact log's decoder (random and mutated encodings) and the effect command's parser, a million inputs each (make test runs 400 of each), then make fuzz-cov
 	SLIDEWIN_FUZZ_CASES=1000000 cargo test --release --lib -- compact::tests::hostile compact::tests::mutated compact::tests::effects
+	$(MAKE) fuzz-cov
+
+# Seconds each coverage-guided fuzz target runs in make fuzz-cov.
+FUZZ_SECONDS ?= 600
+fuzz-cov: ## Coverage-guided fuzzing (cargo-fuzz, libFuzzer; fuzz/): the decoder, SLIDEWIN.APPLY, the argument parsers, FUZZ_SECONDS (600) each; installs cargo-fuzz
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+fuzz-smoke: ## The fuzz targets of make fuzz-cov for 25 s each (CI runs it; about 3 minutes with the build)
+	scripts/fuzz.sh 25
 
 unit: ## Unit and property tests only (no server needed)
 	cargo test --release --lib
 
-lint: ## cargo fmt --check and clippy with warnings as errors
+lint: ## cargo fmt --check and clippy with warnings as errors (the fuzz targets too)
 	cargo fmt --check
+	cargo fmt --check --manifest-path fuzz/Cargo.toml
 	cargo clippy --all-targets -- -D warnings
+	CARGO_TARGET_DIR=$(TARGET_DIR)/fuzz cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
 
 fmt: ## Format the code
 	cargo fmt

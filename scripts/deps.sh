@@ -10,6 +10,10 @@
 #                           SERVER=NAME that one server's wheel in .venv/
 #   scripts/deps.sh dist    building, and dpkg-dev for the Debian package
 #                           (make dist)
+#   scripts/deps.sh fuzz    building, and the coverage-guided fuzz targets
+#                           (make fuzz, fuzz-cov, fuzz-smoke): cargo-fuzz (cargo
+#                           install, pinned) and a C++ compiler (apt g++) for
+#                           the libFuzzer it builds
 #   scripts/deps.sh [test]  everything the tests, the benchmark and the
 #                           examples need (make test, make deps), below
 #
@@ -45,8 +49,8 @@ cd "$(dirname "$0")/.."
 
 MODE=${1:-test}
 case "$MODE" in
-  build | run | dist | test) ;;
-  *) echo "usage: $0 [build|run|dist|test]" >&2; exit 2 ;;
+  build | run | dist | fuzz | test) ;;
+  *) echo "usage: $0 [build|run|dist|fuzz|test]" >&2; exit 2 ;;
 esac
 
 # The interpreter the virtual environment is made from (only read, never
@@ -125,6 +129,10 @@ if [ "$MODE" = test ]; then
   command -v go >/dev/null 2>&1 || need_apt+=(golang-go)
   [ -d /usr/share/gocode/src/github.com/gomodule/redigo/redis ] || need_apt+=(golang-github-gomodule-redigo-dev)
 fi
+# The fuzz targets: libfuzzer-sys compiles libFuzzer (C++) with the cc crate.
+if [ "$MODE" = fuzz ]; then
+  command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
+fi
 if [ "$MODE" = test ] || [ "$MODE" = dist ]; then
   # make dist builds the Debian package with dpkg-deb (dpkg-dev: its
   # dependencies from the module's shared libraries).
@@ -153,8 +161,20 @@ libclang=$(scripts/find-libclang.sh) || {
   echo "deps: libclang still not found after installing libclang-dev; set LIBCLANG_PATH" >&2
   exit 1
 }
+# cargo-fuzz, pinned: what fuzz/ was written against. It runs on the stable
+# toolchain here (scripts/fuzz.sh builds with --sanitizer none, which needs
+# no -Z flag).
+CARGO_FUZZ_VERSION=0.13.2
+if [ "$MODE" = fuzz ] && ! cargo fuzz --version 2>/dev/null | grep -qF " $CARGO_FUZZ_VERSION"; then
+  echo "deps: installing cargo-fuzz $CARGO_FUZZ_VERSION (cargo install)"
+  cargo install --quiet --locked --version "$CARGO_FUZZ_VERSION" cargo-fuzz || {
+    echo "deps: run: cargo install --locked --version $CARGO_FUZZ_VERSION cargo-fuzz" >&2
+    exit 1
+  }
+fi
 if ! $needs_venv; then
   echo "deps: libclang    $libclang"
+  [ "$MODE" = fuzz ] && echo "deps: $(cargo fuzz --version), $(c++ --version | head -1)"
   echo "deps: $(cargo --version)"
   if [ "$MODE" = run ] && [ -z "${SERVER:-}" ]; then
     server=${REDIS_SERVER:-redis-server}

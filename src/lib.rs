@@ -41,15 +41,16 @@ pub mod window;
 
 use redis_module::{redis_module, Context, RedisString, Status};
 
-// The Redis allocator only exists inside a server; unit tests run as a plain
-// process and use the system allocator instead.
-#[cfg(not(test))]
+// The Redis allocator only exists inside a server; unit tests and the fuzz
+// targets (feature `fuzzing`, fuzz/) run as plain processes and use the
+// system allocator instead.
+#[cfg(not(any(test, feature = "fuzzing")))]
 type ModuleAlloc = redis_module::alloc::RedisAlloc;
-#[cfg(not(test))]
+#[cfg(not(any(test, feature = "fuzzing")))]
 const MODULE_ALLOC: ModuleAlloc = redis_module::alloc::RedisAlloc;
-#[cfg(test)]
+#[cfg(any(test, feature = "fuzzing"))]
 type ModuleAlloc = std::alloc::System;
-#[cfg(test)]
+#[cfg(any(test, feature = "fuzzing"))]
 const MODULE_ALLOC: ModuleAlloc = std::alloc::System;
 
 /// Runs at load: checks the load arguments, registers the configuration,

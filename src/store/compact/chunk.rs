@@ -8,11 +8,12 @@ use super::run::Run;
 /// Runs per chunk: a chunk is decoded whole when a call needs its insides
 /// (an insert out of order, an UNDO, the boundary of a trim), so this bounds
 /// that work; fewer, larger chunks spend less on each chunk's summary.
-#[cfg(not(test))]
+#[cfg(not(any(test, feature = "fuzzing")))]
 pub const CHUNK_RUNS: usize = 1024;
 /// In the unit tests, tiny chunks: every property test crosses chunk
 /// boundaries many times (inserts, splits, trims and UNDOs across them).
-#[cfg(test)]
+/// The fuzz targets (feature `fuzzing`) use the same small values.
+#[cfg(any(test, feature = "fuzzing"))]
 pub const CHUNK_RUNS: usize = 3;
 
 /// A stretch of consecutive runs, held encoded (records relative to the

@@ -948,8 +948,9 @@ impl Chunked {
 /// What every log holds, checked by the unit tests after each change: the
 /// chain's members increase with its keys, the chunks' bounds are exact,
 /// the strays are sorted and disjoint, the totals add up, and the split is
-/// the one the decoder finds in the canonical order.
-#[cfg(test)]
+/// the one the decoder finds in the canonical order. Also the fuzz targets'
+/// oracle (feature `fuzzing`, through [`CompactLog::check`]).
+#[cfg(any(test, feature = "fuzzing"))]
 impl Chunked {
     pub(super) fn check(&self) -> Result<(), String> {
         let mut prev: Option<Run> = None;

@@ -12,10 +12,11 @@ use crate::window::{NoFreeMember, WindowLog};
 /// small block (a `limit 5` key costs about what its sorted set costs);
 /// larger ones as chunks. A chunked log goes back to the small form when it
 /// falls to half of this.
-#[cfg(not(test))]
+#[cfg(not(any(test, feature = "fuzzing")))]
 pub const SMALL_RUNS: usize = 32;
-/// In the unit tests, two: every property test moves between both forms.
-#[cfg(test)]
+/// In the unit tests and the fuzz targets, two: every property test and
+/// fuzz input moves between both forms.
+#[cfg(any(test, feature = "fuzzing"))]
 pub const SMALL_RUNS: usize = 2;
 
 #[derive(Debug, Clone)]
@@ -309,6 +310,15 @@ impl CompactLog {
             Repr::Small(b) if !b.is_empty() => b.bytes().to_vec(),
             _ => self.view().encode(),
         }
+    }
+
+    /// Every invariant the queries rely on, and that the log loads again as
+    /// the same log (see `Chunked::check`): the unit tests' and the fuzz
+    /// targets' oracle, never part of the module.
+    #[cfg(any(test, feature = "fuzzing"))]
+    #[doc(hidden)]
+    pub fn check(&self) -> Result<(), String> {
+        self.view().check()
     }
 
     /// Decodes bytes from anywhere (RDB, RESTORE, a client): a log that

@@ -50,6 +50,9 @@ pub mod store;
 
 pub use codec::{DecodeError, VERSION};
 pub use log::{CompactLog, Held, Hold};
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub use run::canonical_by_sorting;
 pub use run::{Bound, Run, MAX_ENTRIES, MAX_RUNS, MAX_SCORE, MAX_STRAYS};
 
 #[cfg(test)]

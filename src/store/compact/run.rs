@@ -39,10 +39,11 @@ pub const MAX_SCORE: i64 = 1 << 53;
 /// The most runs a log may hold: above any log CHECKs make (an allowed
 /// call leaves at most `limit` entries, and `slidewin.max-limit` is at most
 /// 10,000,000), and a bound on what a payload can make the decoder build.
-#[cfg(not(test))]
+#[cfg(not(any(test, feature = "fuzzing")))]
 pub const MAX_RUNS: u64 = 1 << 24;
-/// In the unit tests, few enough for a test to build a log at the bound.
-#[cfg(test)]
+/// In the unit tests (and the fuzz targets, feature `fuzzing`), few enough
+/// for a test to build a log at the bound.
+#[cfg(any(test, feature = "fuzzing"))]
 pub const MAX_RUNS: u64 = 1 << 14;
 
 /// The most runs a log may hold out of member order (the *strays*, see
@@ -52,13 +53,36 @@ pub const MAX_RUNS: u64 = 1 << 14;
 /// back (an entry scored before newer ones with a greater member): past
 /// this many, such an entry is scored as the newest one instead (later,
 /// never earlier: the limiter stays exact or stricter).
-#[cfg(not(test))]
+#[cfg(not(any(test, feature = "fuzzing")))]
 pub const MAX_STRAYS: usize = 1024;
-/// In the unit tests, above the entries the model tests keep (their
-/// limits are below 12: they must never meet it) and within reach of the
-/// property tests of changes.
-#[cfg(test)]
+/// In the unit tests (and the fuzz targets), above the entries the model
+/// tests keep (their limits are below 12: they must never meet it) and
+/// within reach of the property tests of changes and of fuzz inputs.
+#[cfg(any(test, feature = "fuzzing"))]
 pub const MAX_STRAYS: usize = 16;
+
+/// The runs (in score order) as the digest groups them, the plain way:
+/// each score's runs sorted by member, consecutive members of one score
+/// joined. What `canonical_runs` must give (the unit tests' and the fuzz
+/// targets' oracle).
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub fn canonical_by_sorting(runs: &[Run]) -> Vec<Run> {
+    let mut groups: Vec<Run> = Vec::new();
+    for group in runs.chunk_by(|a, b| a.score == b.score) {
+        let mut g = group.to_vec();
+        g.sort_unstable_by_key(|r| r.first);
+        for r in g {
+            match groups.last_mut() {
+                Some(p) if p.score == r.score && p.last().checked_add(1) == Some(r.first) => {
+                    p.count += r.count
+                }
+                _ => groups.push(r),
+            }
+        }
+    }
+    groups
+}
 
 /// Why a change to a log is refused: it would leave one of the bounds
 /// above. Nothing was changed.

@@ -333,20 +333,7 @@ fn sound(log: &mut CompactLog) -> Result<(), TestCaseError> {
         return Err(TestCaseError::fail(e));
     }
     // The digest's groups, streamed, as sorting each score's runs gives them.
-    let mut groups: Vec<Run> = Vec::new();
-    for group in runs.chunk_by(|a, b| a.score == b.score) {
-        let mut g = group.to_vec();
-        g.sort_unstable_by_key(|r| r.first);
-        for r in g {
-            match groups.last_mut() {
-                Some(p) if p.score == r.score && p.last().checked_add(1) == Some(r.first) => {
-                    p.count += r.count
-                }
-                _ => groups.push(r),
-            }
-        }
-    }
-    prop_assert_eq!(log.canonical_runs(), groups);
+    prop_assert_eq!(log.canonical_runs(), canonical_by_sorting(&runs));
     let rule = Rule::new(5, 1000);
     let _ = window::check(
         &mut *log,
