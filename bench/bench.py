@@ -108,12 +108,32 @@ def server_binary(kind):
 # return, sys.exit, an exception, SIGTERM turned into SystemExit, even one
 # that lands while a server is still starting) stops what is left here.
 _RUNNING = []
+# Every load (redis-benchmark) started and not yet reaped: killed at exit.
+_LOADS = []
 
 
 @atexit.register
 def _stop_running():
+    for proc in list(_LOADS):
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     for server in list(_RUNNING):
         server.stop()
+
+
+def spawn(args, register, **kw):
+    """Starts a child with SIGTERM held back until `register(proc)` has run:
+    a SIGTERM that lands inside Popen (after the fork, while it waits for the
+    exec) would otherwise unwind out of Popen and orphan the child. The child
+    itself gets the signal mask as it was (a child inherits the mask)."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        proc = subprocess.Popen(args, preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, mask), **kw)
+        register(proc)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return proc
 
 
 class Server:
@@ -134,17 +154,12 @@ class Server:
         if cell:
             args += ["--loadmodule", os.path.abspath(cell)]
         self.r = redis.Redis(port=self.port, decode_responses=True)
-        # No SIGTERM between starting the process and registering it; the
-        # server itself gets the mask as it was (a child inherits the mask).
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        try:
-            self.proc = subprocess.Popen(
-                list(wrapper) + args + list(extra),
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.dir,
-                preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, mask))
+        # No SIGTERM between starting the process and registering it.
+        def register(proc):
+            self.proc = proc
             _RUNNING.append(self)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        spawn(list(wrapper) + args + list(extra), register,
+              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.dir)
         deadline = time.time() + timeout
         while True:
             try:
@@ -190,7 +205,17 @@ def run(server, args, n, keyspace, stat):
            "-n", str(n), "--csv"]
     if keyspace:
         cmd += ["-r", str(keyspace)]
-    out = subprocess.run(cmd + args, check=True, capture_output=True, text=True, timeout=600).stdout
+    # Registered before SIGTERM can land, killed on every way out of here.
+    proc = spawn(cmd + args, _LOADS.append, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        _LOADS.remove(proc)
+    if proc.returncode != 0:
+        sys.exit(f"redis-benchmark failed ({proc.returncode}): {err.strip()}")
     rows = list(csv.reader(io.StringIO(out)))
     rps = float(rows[-1][1])
     stats = server.r.info("commandstats")

@@ -58,7 +58,28 @@ terminated() {
     { servers; loads; } | xargs -r kill -9
   fi
 }
+# at_load: SIGTERM the moment a load (redis-benchmark) appears, which can
+# land while the bench is still inside Popen: the load must not outlive it.
+at_load() {
+  local bench load=""
+  "$PYTHON" bench/bench.py --scale 0.5 --rounds 1 >/dev/null 2>&1 &
+  bench=$!
+  local deadline=$((SECONDS + 60))
+  while [ -z "$load" ] && [ $SECONDS -lt $deadline ]; do load=$(loads); done
+  if [ -z "$load" ]; then
+    kill -9 "$bench" 2>/dev/null
+    failed=$((failed + 1)); echo "FAIL: the bench never started a load"
+    return
+  fi
+  kill -TERM "$bench"
+  wait "$bench" 2>/dev/null
+  if wait_for 15 no_server; then passed=$((passed + 1)); else
+    failed=$((failed + 1)); echo "FAIL: server or load left running after SIGTERM as a load started: $(servers) $(loads)"
+    { servers; loads; } | xargs -r kill -9
+  fi
+}
 terminated "in a run" no
 terminated "during its start" freeze
+at_load
 echo "bench-stops: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
