@@ -40,7 +40,7 @@ local name = ARGV[1]
 local callback = name and slidewin_functions[name]
 if not callback then
     return redis.error_reply("ERR unknown slidewin function '" .. (name or '') ..
-        "': the first argument after the keys names one (slidewin_check, slidewin_peek, slidewin_mcheck, slidewin_undo)")
+        "': the first argument after the keys names one (slidewin_check, slidewin_peek, slidewin_mcheck, slidewin_undo, slidewin_settle)")
 end
 local args = {}
 for i = 2, #ARGV do
