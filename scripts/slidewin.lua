@@ -330,21 +330,30 @@ local function unit_member(i, r)
     return '#' .. string.format('%d', i) .. ':' .. r
 end
 
--- The charge under `r` in `key`: its score (as ZSCORE gives it) and its
--- units, the prefix #1:r .. #units:r (probed up to one past max-limit);
--- nil when the key holds none.
+-- The charge under `r` in `key`: its score and its units, or nil when the
+-- key holds none. The units are always the prefix #1:r .. #units:r (SETTLE
+-- removes the highest, UNDO by member none), so they are counted as the
+-- module counts them: double until a unit is missing, then a binary search,
+-- O(log units) lookups.
 local function charge(key, r)
     local score = redis.call('ZSCORE', key, unit_member(1, r))
     if not score then return nil end
-    local units = 1
-    while units <= MAX_LIMIT and redis.call('ZSCORE', key, unit_member(units + 1, r)) do
-        units = units + 1
+    local lo, hi = 1, 2
+    while redis.call('ZSCORE', key, unit_member(hi, r)) do
+        lo, hi = hi, hi * 2
     end
-    return score, units
+    while hi - lo > 1 do
+        local mid = lo + math.floor((hi - lo) / 2)
+        if redis.call('ZSCORE', key, unit_member(mid, r)) then lo = mid else hi = mid end
+    end
+    return tonumber(score), lo
 end
 
 -- Adds units held+1 .. to of the charge under `r`, scored `score`.
 local function add_units(key, r, score, held, to)
+    -- Every score given is a whole millisecond; another writer's is floored,
+    -- as the module does.
+    score = string.format('%.0f', math.floor(score))
     local i = held + 1
     while i <= to do
         local args = {}
@@ -591,12 +600,12 @@ local function settle(keys, args)
         return err('ERR syntax error: SLIDEWIN.SETTLE key ID request-id COST units')
     end
     local r = args[2]
-    local e = request_id_error(r)
-    if e then return err(e) end
     local units = int_in_0(args[4], MAX_LIMIT)
     if not units then
-        return err('ERR COST must be an integer between 0 and ' .. MAX_LIMIT .. ' (slidewin.max-limit)')
+        return err('ERR COST units must be an integer between 0 and ' .. MAX_LIMIT .. ' (slidewin.max-limit)')
     end
+    local e = request_id_error(r)
+    if e then return err(e) end
     local key = keys[1]
     local wt = wrong_type(key)
     if wt then return err(wt) end

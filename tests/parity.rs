@@ -508,12 +508,29 @@ fn sequences_on(pair: &mut Pair) {
     let (mut allowed, mut denied) = (0, 0);
     // Repeats answered from a charge, and SETTLE/UNDO ID calls that found one.
     let (mut repeats, mut found) = (0, 0);
+    // The last CHECK or MCHECK made with an ID: kind, keys, arguments (the id last).
+    let mut last: Option<(String, Vec<String>, Vec<String>)> = None;
     for step in 0..70 {
         wait_for_slot(&mut pair.m);
-        let kind = [
-            "CHECK", "CHECK", "CHECK", "PEEK", "MCHECK", "MCHECK", "UNDO", "SETTLE",
-        ][rng.random_range(0..8)];
-        let (call_keys, mut args): (Vec<String>, Vec<String>) = if kind == "MCHECK" {
+        let retry = last.is_some() && rng.random_bool(0.25);
+        let kind: &str = match (&last, retry) {
+            (Some((k, _, _)), true) => {
+                if k == "MCHECK" {
+                    "MCHECK"
+                } else {
+                    "CHECK"
+                }
+            }
+            _ => [
+                "CHECK", "CHECK", "CHECK", "PEEK", "MCHECK", "MCHECK", "UNDO", "SETTLE",
+            ][rng.random_range(0..8)],
+        };
+        let (call_keys, mut args): (Vec<String>, Vec<String>) = if let (true, Some((_, k, a))) =
+            (retry, &last)
+        {
+            // A retry of the last call with an ID, sent again as it was.
+            (k.clone(), a.clone())
+        } else if kind == "MCHECK" {
             let n = rng.random_range(1..=3);
             let ks: Vec<String> = (0..n)
                 .map(|_| keys[rng.random_range(0..3)].to_string())
@@ -525,12 +542,19 @@ fn sequences_on(pair: &mut Pair) {
             }
             (ks, a)
         } else if kind == "UNDO" || kind == "SETTLE" {
-            let k = vec![keys[rng.random_range(0..3)].to_string()];
-            let mut a = vec!["ID".to_string(), POOL[rng.random_range(0..3)].to_string()];
+            // Mostly the last charge made with an ID, in its first key.
+            let (k, id) = match &last {
+                Some((_, k, a)) if rng.random_bool(0.7) => (k[0].clone(), a[a.len() - 1].clone()),
+                _ => (
+                    keys[rng.random_range(0..3)].to_string(),
+                    POOL[rng.random_range(0..3)].to_string(),
+                ),
+            };
+            let mut a = vec!["ID".to_string(), id];
             if kind == "SETTLE" {
                 a.extend(["COST".to_string(), rng.random_range(0..=5).to_string()]);
             }
-            (k, a)
+            (vec![k], a)
         } else {
             (
                 vec![keys[rng.random_range(0..3)].to_string()],
@@ -541,29 +565,28 @@ fn sequences_on(pair: &mut Pair) {
             )
         };
         let judged = kind != "UNDO" && kind != "SETTLE";
-        let mut with_id = false;
-        if judged && rng.random_bool(0.4) {
-            args.push("COST".into());
-            args.push(rng.random_range(1..=3).to_string());
-        }
-        if judged && kind != "PEEK" && rng.random_bool(0.6) {
-            args.push(
-                if rng.random_bool(0.5) {
-                    "DETAIL"
-                } else {
-                    "WITHMEMBERS"
-                }
-                .into(),
-            );
-        }
-        if judged
-            && kind != "PEEK"
-            && !args.iter().any(|a| a == "WITHMEMBERS")
-            && rng.random_bool(0.5)
-        {
-            args.push("ID".into());
-            args.push(POOL[rng.random_range(0..3)].to_string());
-            with_id = true;
+        let mut with_id = retry;
+        if judged && !retry {
+            if rng.random_bool(0.4) {
+                args.push("COST".into());
+                args.push(rng.random_range(1..=3).to_string());
+            }
+            if kind != "PEEK" && rng.random_bool(0.6) {
+                args.push(
+                    if rng.random_bool(0.5) {
+                        "DETAIL"
+                    } else {
+                        "WITHMEMBERS"
+                    }
+                    .into(),
+                );
+            }
+            if kind != "PEEK" && !args.iter().any(|a| a == "WITHMEMBERS") && rng.random_bool(0.5) {
+                args.push("ID".into());
+                args.push(POOL[rng.random_range(0..3)].to_string());
+                with_id = true;
+                last = Some((kind.to_string(), call_keys.clone(), args.clone()));
+            }
         }
         // Whether the call was a repeat, seen on the module's side: the
         // charge under its id was in one of its keys before the call.
