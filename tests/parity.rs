@@ -886,26 +886,18 @@ fn ids_on(pair: &mut Pair) {
     assert_eq!(settle(pair, "6"), Value::Int(6), "up past the limit");
     same_keys(pair, &["s"]);
     // Every unit of the charge is scored at the charge's time, on each side.
-    for (c, key) in [(&mut pair.m, "{m}s")] {
+    let charge_scores = |c: &mut Connection, key: &str| {
         let e = entries(c, key.as_bytes());
         let charged: Vec<f64> = e
             .iter()
             .filter(|(m, _)| m.starts_with(b"#"))
             .map(|(_, s)| *s)
             .collect();
-        assert_eq!(charged.len(), 6);
-        assert!(charged.iter().all(|s| *s == charged[0]), "{e:?}");
-    }
-    {
-        let e = entries(pair.lib(), b"{f}s");
-        let charged: Vec<f64> = e
-            .iter()
-            .filter(|(m, _)| m.starts_with(b"#"))
-            .map(|(_, s)| *s)
-            .collect();
-        assert_eq!(charged.len(), 6);
-        assert!(charged.iter().all(|s| *s == charged[0]), "{e:?}");
-    }
+        assert_eq!(charged.len(), 6, "{key}: {e:?}");
+        assert!(charged.iter().all(|s| *s == charged[0]), "{key}: {e:?}");
+    };
+    charge_scores(&mut pair.m, "{m}s");
+    charge_scores(pair.lib(), "{f}s");
     // 9 entries, limit 4: the following calls wait for six of them to go.
     let d = ints(&step(pair, "CHECK", &["s"], &["4", "900", "DETAIL"]));
     assert_eq!(d[..3], [0, 4, 0]);
