@@ -869,6 +869,9 @@ fn ids_on(pair: &mut Pair) {
     );
     same_keys(pair, &["i1"]);
 
+    // Any bytes make a request id, up to 128 of them.
+    binary_ids(pair);
+
     // SETTLE down, up past the limit, to zero.
     wait_for_slot(&mut pair.m);
     let args = ["4", "900", "COST", "3", "ID", "t", "DETAIL"];
@@ -1035,5 +1038,72 @@ fn fence(flavor: Flavor) {
         } else {
             assert_eq!(reused, 0, "{side}: {same_ms} tries in one millisecond");
         }
+    }
+}
+
+/// A command of one side with binary arguments: the module's
+/// `SLIDEWIN.<kind> key args`, or the library's call of the same.
+fn raw_cmd(pair: &Pair, side: &str, kind: &str, key: &str, args: &[&[u8]]) -> redis::Cmd {
+    let key = format!("{{{side}}}{key}");
+    let function = format!("slidewin_{}", kind.to_lowercase());
+    let mut cmd = match (side, &pair.form) {
+        ("m", _) => {
+            let mut c = redis::cmd(&format!("SLIDEWIN.{kind}"));
+            c.arg(&key);
+            c
+        }
+        (_, Form::Function) => {
+            let mut c = redis::cmd("FCALL");
+            c.arg(&function).arg(1).arg(&key);
+            c
+        }
+        (_, Form::Eval(sha)) => {
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(sha).arg(1).arg(&key).arg(&function);
+            c
+        }
+    };
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd
+}
+
+/// Request ids of any bytes (NUL, `:`, `#`, `@`, not UTF-8), the longest
+/// (128 bytes) included: the same replies and members on both sides.
+fn binary_ids(pair: &mut Pair) {
+    let longest = vec![b'x'; 128];
+    let odd: &[u8] = b"\x00\xff:#1@2 %d";
+    for id in [odd, &longest[..]] {
+        let run = |pair: &mut Pair, kind: &str, args: &[&[u8]]| -> Value {
+            let m: Value = raw_cmd(pair, "m", kind, "bin", args)
+                .query(&mut pair.m)
+                .unwrap_or_else(|e| panic!("{kind}: {e}"));
+            let f: Value = raw_cmd(pair, "f", kind, "bin", args)
+                .query(pair.lib())
+                .unwrap_or_else(|e| panic!("{kind}: {e}"));
+            same(&m, &f, &format!("{kind} {args:?}"));
+            m
+        };
+        let check: [&[u8]; 6] = [b"5", b"900", b"COST", b"2", b"ID", id];
+        assert_eq!(run(pair, "CHECK", &check), Value::Int(1));
+        assert_eq!(run(pair, "CHECK", &check), Value::Int(1));
+        let m = entries(&mut pair.m, b"{m}bin");
+        let f = entries(pair.lib(), b"{f}bin");
+        let names = |e: &[(Vec<u8>, f64)]| e.iter().map(|(m, _)| m.clone()).collect::<Vec<_>>();
+        let unit = |i: u8| {
+            let mut v = vec![b'#', i, b':'];
+            v.extend_from_slice(id);
+            v
+        };
+        assert_eq!(names(&m), [unit(b'1'), unit(b'2')], "charged once");
+        assert_eq!(names(&m), names(&f));
+        assert_eq!(
+            run(pair, "SETTLE", &[b"ID", id, b"COST", b"3"]),
+            Value::Int(3)
+        );
+        assert_eq!(run(pair, "UNDO", &[b"ID", id]), Value::Int(3));
+        assert_eq!(run(pair, "UNDO", &[b"ID", id]), Value::Int(0));
+        same_keys(pair, &["bin"]);
     }
 }
