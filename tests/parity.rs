@@ -1072,7 +1072,7 @@ fn raw_cmd(pair: &Pair, side: &str, kind: &str, key: &str, args: &[&[u8]]) -> re
 /// Request ids of any bytes (NUL, `:`, `#`, `@`, not UTF-8), the longest
 /// (128 bytes) included: the same replies and members on both sides.
 fn binary_ids(pair: &mut Pair) {
-    let longest = vec![b'x'; 128];
+    let longest = [b'x'; 128];
     let odd: &[u8] = b"\x00\xff:#1@2 %d";
     for id in [odd, &longest[..]] {
         let run = |pair: &mut Pair, kind: &str, args: &[&[u8]]| -> Value {
