@@ -510,7 +510,7 @@ fn sequences_on(pair: &mut Pair) {
     let (mut repeats, mut found) = (0, 0);
     // The last CHECK or MCHECK made with an ID: kind, keys, arguments (the id last).
     let mut last: Option<(String, Vec<String>, Vec<String>)> = None;
-    for step in 0..70 {
+    for step in 0..100 {
         wait_for_slot(&mut pair.m);
         let retry = last.is_some() && rng.random_bool(0.25);
         let kind: &str = match (&last, retry) {
@@ -537,7 +537,7 @@ fn sequences_on(pair: &mut Pair) {
                 .collect();
             let mut a = Vec::new();
             for _ in 0..n {
-                a.push(rng.random_range(1..=4).to_string());
+                a.push(rng.random_range(1..=3).to_string());
                 a.push(windows[rng.random_range(0..4)].to_string());
             }
             (ks, a)
@@ -559,7 +559,7 @@ fn sequences_on(pair: &mut Pair) {
             (
                 vec![keys[rng.random_range(0..3)].to_string()],
                 vec![
-                    rng.random_range(1..=4).to_string(),
+                    rng.random_range(1..=3).to_string(),
                     windows[rng.random_range(0..4)].to_string(),
                 ],
             )
@@ -634,6 +634,11 @@ fn sequences_on(pair: &mut Pair) {
             std::thread::sleep(Duration::from_millis(200 * rng.random_range(1..4)));
         }
     }
+    same_keys(pair, &keys);
+    let (short, wide) = ID_KINDS.with(|k| k.get());
+    eprintln!(
+        "sequence: {allowed} allowed, {denied} denied, {repeats} repeats, {found} SETTLE/UNDO ID found, member ids {short} short {wide} wide"
+    );
     assert!(
         allowed >= 10 && denied >= 10,
         "{allowed} allowed, {denied} denied"
@@ -642,11 +647,9 @@ fn sequences_on(pair: &mut Pair) {
         repeats >= 3 && found >= 3,
         "{repeats} calls repeated an id, {found} SETTLE/UNDO ID found their charge"
     );
-    same_keys(pair, &keys);
     // WITHMEMBERS replies and the final entries were compared id by id; most ids must be short
     // (one more than the key's newest), or a fall back to wide ids on both
     // sides would pass unseen.
-    let (short, wide) = ID_KINDS.with(|k| k.get());
     assert!(
         short >= 10 && wide <= short / 4,
         "member ids compared: {short} short, {wide} wide"
