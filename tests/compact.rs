@@ -274,6 +274,9 @@ fn module_type(flavor: Flavor) {
         &["FCALL", "slidewin_check", "1", "k", "3", "60000"][..],
         &["FCALL", "slidewin_mcheck", "1", "k", "3", "60000"],
         &["FCALL", "slidewin_undo", "1", "k", "1"],
+        &["FCALL", "slidewin_check", "1", "k", "3", "60000", "ID", "r"],
+        &["FCALL", "slidewin_undo", "1", "k", "ID", "r"],
+        &["FCALL", "slidewin_settle", "1", "k", "ID", "r", "COST", "1"],
     ] {
         let got = text(&mut c, args);
         assert!(
