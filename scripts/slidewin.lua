@@ -308,22 +308,22 @@ local function expiry(key, now, window)
     return now + window
 end
 
+-- Pairs sent to one ZADD or members to one ZREM: unpack() fails above
+-- about 8000 values (Lua's stack), and COST and SETTLE go up to 100000.
+local BATCH = 1000
+
 local function add(key, now, members)
     local i = 1
     while i <= #members do
         local args = {}
-        for j = i, math.min(#members, i + 999) do
+        for j = i, math.min(#members, i + BATCH - 1) do
             args[#args + 1] = now
             args[#args + 1] = members[j]
         end
         redis.call('ZADD', key, unpack(args))
-        i = i + 1000
+        i = i + BATCH
     end
 end
-
--- Pairs sent to one ZADD or members to one ZREM: unpack() is bounded by
--- Lua's stack, and COST and SETTLE go up to 100000 units.
-local BATCH = 1000
 
 -- The member holding unit `i` of the charge under request id `r`.
 local function unit_member(i, r)
