@@ -308,8 +308,8 @@ local function expiry(key, now, window)
     return now + window
 end
 
--- Pairs sent to one ZADD or members to one ZREM: unpack() fails above
--- about 8000 values (Lua's stack), and COST and SETTLE go up to 100000.
+-- Pairs sent to one ZADD or members to one ZREM: unpack() fails from
+-- 8000 values (Lua's C stack), and COST and SETTLE go up to 100000.
 local BATCH = 1000
 
 local function add(key, now, members)

@@ -943,7 +943,7 @@ fn ids_on(pair: &mut Pair) {
     let exists: i64 = redis::cmd("EXISTS").arg("{m}z").query(&mut pair.m).unwrap();
     assert_eq!(exists, 0);
 
-    // Large calls (the library once failed above about 4000 units, past
+    // Large calls (the library once failed from 4000 units on, past
     // what one unpack() takes): the same entries. The library runs after
     // the module's large call, so its clock is further on: scores within a
     // wider slack here.
