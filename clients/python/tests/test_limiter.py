@@ -3,6 +3,7 @@ decisions, the local fast path, 16 threads on one key, the outage policies
 with the server killed and started again, and the FUNCTION fallback."""
 
 import asyncio
+import re
 import threading
 import time
 
@@ -17,7 +18,10 @@ def test_check_allows_then_denies_with_details(store_server):
     lim = Limiter(server.client())
     first = lim.check("sms:limit:203.0.113.7", 2, 60_000)
     assert (first.allowed, first.limit, first.remaining, first.source) == (True, 2, 1, REDIS)
-    assert first.members == ("1",) and first.reset_after_ms == 60_000
+    # A token `<id>@<ms>`: the member id and its score, so it can never
+    # name a later call's entry (tokens are opaque to the client).
+    assert re.fullmatch(r"1@\d{13}", first.members[0]) and len(first.members) == 1
+    assert first.reset_after_ms == 60_000
     assert server.client().type("sms:limit:203.0.113.7") == server.key_type
     assert lim.check("sms:limit:203.0.113.7", 2, 60_000).allowed
     denied = lim.check("sms:limit:203.0.113.7", 2, 60_000)
