@@ -11,6 +11,7 @@ import re
 import select
 import socket
 import threading
+import uuid
 
 import pytest
 import redis
@@ -405,3 +406,34 @@ def test_each_backend_sends_the_id_with_detail_never_with_withmembers():
     assert script.settle("k", "r", 3)[2:] == [1, "k", "slidewin_settle", "ID", "r", "COST", 3]
     for b in (module, function, script):
         assert "WITHMEMBERS" not in b.check_all([rule, rule], 1, "r")
+
+
+# -- what an id costs --------------------------------------------------------
+
+#: MEMORY USAGE of a sorted-set key (4-byte name) holding five 1-unit calls,
+#: and one 100-unit call: without an id, with a 16-byte id, with a 32-byte
+#: id. docs/llm-gateway.md prints these ("Sizing token budgets").
+MEMORY = {
+    "redis-7.0": ((128, 240, 304), (1_328, 3_632, 5_168)),
+    "redis-8.2": ((112, 224, 288), (1_312, 3_616, 5_152)),
+    "valkey-8.1": ((112, 208, 288), (1_248, 3_248, 4_848)),
+    "valkey-9.1": ((112, 208, 288), (1_248, 3_248, 4_848)),
+}
+
+
+def test_what_an_id_costs_in_memory_on_sorted_sets(server):
+    c = redis.Redis(port=server.port)
+    ids = {0: lambda: None, 16: lambda: uuid.uuid4().bytes, 32: lambda: uuid.uuid4().hex}
+    five, hundred = [], []
+    for size, make in ids.items():
+        for _ in range(5):
+            rid = make()
+            extra = [] if rid is None else ["ID", rid]
+            assert c.execute_command("SLIDEWIN.CHECK", f"f:{size:02d}", 100_000, 600_000, *extra) == 1
+        rid = make()
+        extra = [] if rid is None else ["ID", rid]
+        assert c.execute_command("SLIDEWIN.CHECK", f"h:{size:02d}", 100_000, 600_000, "COST", 100, *extra) == 1
+        five.append(c.memory_usage(f"f:{size:02d}", samples=0))
+        hundred.append(c.memory_usage(f"h:{size:02d}", samples=0))
+    print(f"\n{server.name}: five 1-unit calls {five}, one 100-unit call {hundred} (no id, 16 B, 32 B)")
+    assert (tuple(five), tuple(hundred)) == MEMORY[server.name]
