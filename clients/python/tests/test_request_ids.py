@@ -23,6 +23,7 @@ from slidewin.decision import Rule
 from conftest import SERVERS, Server, count_sends
 from conftest import entries
 from test_once import Held, settled
+from test_eval_fallback import redis62  # noqa: F401 (a fixture)
 
 STORES = ("zset", "compact", "library")
 
@@ -437,3 +438,19 @@ def test_what_an_id_costs_in_memory_on_sorted_sets(server):
         hundred.append(c.memory_usage(f"h:{size:02d}", samples=0))
     print(f"\n{server.name}: five 1-unit calls {five}, one 100-unit call {hundred} (no id, 16 B, 32 B)")
     assert (tuple(five), tuple(hundred)) == MEMORY[server.name]
+
+
+def test_the_eval_form_takes_ids_and_settle_on_redis_6_2(redis62):
+    # The third backend (EVALSHA of the library's EVAL form, Redis 6.2: no
+    # FUNCTION) sends ID, SETTLE and UNDO by id as the library takes them.
+    c = redis62.client()
+    lim = Limiter(c)
+    d = lim.check("ev", 10, 60_000, cost=4, request_id="e")
+    assert d.allowed and d.source == FUNCTION and lim.stats()["backend"] == "script"
+    assert lim.check("ev", 10, 60_000, cost=4, request_id="e").remaining == 6, "a repeat"
+    assert lim.settle("ev", "e", 7) == 7 and c.zcard("ev") == 7
+    assert lim.settle("ev", "nope", 1) is None
+    with lim.reserve_all([("{e}a", 10, 60_000), ("{e}b", 10, 60_000)], cost=5) as r:
+        r.cost = 2
+    assert r.settled == {"{e}a": 2, "{e}b": 2} and c.zcard("{e}a") == 2
+    assert lim.undo(d) == 7 and lim.undo("ev", request_id="e") == 0 and c.zcard("ev") == 0
