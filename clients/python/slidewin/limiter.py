@@ -795,7 +795,13 @@ class Limiter:
     and without retries: a charging command (CHECK, MCHECK, UNDO, their
     FCALLs) is sent once, never again after a timeout or a lost connection
     (it may have run); only what the server refused without running it
-    (READONLY, TRYAGAIN, MOVED, ASK) goes again.
+    (READONLY, TRYAGAIN, MOVED, ASK) goes again, and a call made with a
+    request id (which the server charges once) goes once more after a
+    timeout or a lost connection.
+
+    `request_ids=True` gives every `check` and `check_all` a request id of
+    16 random bytes (off by default: an id costs memory on every entry it
+    charges, see docs/llm-gateway.md); `request_id=` gives one to a call.
 
     `outage` is `deny`, `allow` or `local` (an exact per-instance window);
     it answers while Redis cannot decide: unreachable, slower than
