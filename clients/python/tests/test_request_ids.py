@@ -24,6 +24,8 @@ from conftest import SERVERS, Server, count_sends
 from conftest import entries
 from test_once import Held, settled
 from test_eval_fallback import redis62  # noqa: F401 (a fixture)
+from test_cluster import Cluster
+from redis.cluster import RedisCluster
 
 STORES = ("zset", "compact", "library")
 
@@ -454,3 +456,38 @@ def test_the_eval_form_takes_ids_and_settle_on_redis_6_2(redis62):
         r.cost = 2
     assert r.settled == {"{e}a": 2, "{e}b": 2} and c.zcard("{e}a") == 2
     assert lim.undo(d) == 7 and lim.undo("ev", request_id="e") == 0 and c.zcard("ev") == 0
+
+
+@pytest.fixture(params=SERVERS[:1] + SERVERS[-1:])
+def cluster(request):
+    c = Cluster(request.param)
+    yield c
+    c.close()
+
+
+def test_a_reservation_on_a_cluster(cluster):
+    # Each call goes to its key's node: the reservation's MCHECK (keys of
+    # one hash tag), its SETTLE on every key, and an UNDO by id.
+    rc = RedisCluster(host="127.0.0.1", port=cluster.nodes[0].port)
+    lim = Limiter(rc)
+    done = {}
+    for tag in ("k1", "k2", "k3", "k4"):
+        rules = [(f"llm:{{{tag}}}:tpm", 1_000, 60_000), (f"llm:{{{tag}}}:tpd", 10_000, 86_400_000)]
+        with lim.reserve_all(rules, cost=600) as r:
+            assert r.allowed
+            r.cost = 250
+        done[tag] = r.settled
+        d = lim.check(f"llm:{{{tag}}}:rpm", 5, 60_000, request_id=r.request_id)
+        assert d.allowed and lim.undo(d) == 1
+    owners = {cluster.owner(f"llm:{{{t}}}:tpm")[1].port for t in done}
+    assert len(owners) == 2, "the tags live on both nodes"
+    for tag, settled in done.items():
+        assert settled == {f"llm:{{{tag}}}:tpm": 250, f"llm:{{{tag}}}:tpd": 250}
+        node = cluster.owner(f"llm:{{{tag}}}:tpm")[1]
+        assert held(node_store(node), f"llm:{{{tag}}}:tpd") == 250
+    rc.close()
+
+
+def node_store(node):
+    node.store = "zset"
+    return node
