@@ -29,12 +29,21 @@ from redis.cluster import RedisCluster
 
 STORES = ("zset", "compact", "library")
 
+#: The module refuses ID and SETTLE on compact logs until they hold charge
+#: records (issue 32, step 2): a test that uses ids must fail there until
+#: then, and one that passes fails the run (strict), so this goes when they do.
+COMPACT_IDS = False
+#: The tests here that send no id (they pass on compact logs already).
+WITHOUT_IDS = {"test_members_are_opaque_tokens_given_back_unchanged", "test_a_call_without_an_id_is_never_sent_again"}
+
 
 @pytest.fixture(params=[(n, s) for n in SERVERS for s in STORES], ids=[f"{n}-{s}" for n in SERVERS for s in STORES])
 def srv(request):
     """Each server with the module (sorted sets, compact logs) and without
     it (the FUNCTION library answers)."""
     name, store = request.param
+    if store == "compact" and not COMPACT_IDS and request.node.originalname not in WITHOUT_IDS:
+        request.node.add_marker(pytest.mark.xfail(strict=True, reason="compact logs refuse ID and SETTLE until issue 32 step 2"))
     if store == "library":
         s = Server(name, module=False)
     else:
