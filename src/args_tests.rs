@@ -205,7 +205,8 @@ fn invalid_requests() {
 
 #[test]
 fn multi_requests() {
-    let p = |args: &[&'static str]| parse_multi(args.iter().map(|a| a.as_bytes()), Bounds::default());
+    let p =
+        |args: &[&'static str]| parse_multi(args.iter().map(|a| a.as_bytes()), Bounds::default());
     let r = p(&[
         "2",
         "ip",
@@ -279,7 +280,8 @@ fn configured_bounds_apply() {
         max_window_ms: 1000,
         max_call_entries: 10,
     };
-    let p = |args: &[&'static str]| parse(Command::Check, args.iter().map(|a| a.as_bytes()), bounds);
+    let p =
+        |args: &[&'static str]| parse(Command::Check, args.iter().map(|a| a.as_bytes()), bounds);
     assert!(p(&["10", "1000"]).is_ok());
     assert_eq!(p(&["11", "1000"]), Err(ArgError::Limit { max: 10 }));
     assert_eq!(p(&["10", "1001"]), Err(ArgError::Window { max: 1000 }));
