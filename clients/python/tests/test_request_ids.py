@@ -500,3 +500,31 @@ def test_a_reservation_on_a_cluster(cluster):
 def node_store(node):
     node.store = "zset"
     return node
+
+
+def test_a_reservation_while_redis_is_away_never_raises_on_the_way_out(caplog):
+    # Nothing listens on port 1. The outage policy admits; leaving the block
+    # tries to settle (the call may have run), cannot, and logs it.
+    caplog.set_level("WARNING", logger="slidewin")
+    lim = Limiter(redis.Redis(port=1), outage="allow", timeout_ms=50, breaker_failures=100)
+    sent = count_sends(lim)
+    with lim.reserve("away", 10, 60_000, cost=5) as r:
+        assert r.allowed and r.decision.source == FALLBACK and r.decision.request_id == r.request_id
+        r.cost = 2
+    assert r.settled is None
+    assert sent == ["SLIDEWIN.CHECK"] * 2 + ["SLIDEWIN.SETTLE"] * 2, "each sent once more: they carry the id"
+    assert any("was not applied" in m for m in caplog.messages), caplog.messages
+    # An exception in the block goes on as it is, whatever the refund meets.
+    with pytest.raises(ZeroDivisionError):
+        with lim.reserve("away", 10, 60_000, cost=5):
+            1 / 0
+    # With the breaker open, an outage answer's charge is not asked about.
+    shut = Limiter(redis.Redis(port=1), outage="deny", timeout_ms=50)
+    shut.check("away", 10, 60_000)  # opens the breaker
+    sent = count_sends(shut)
+    with shut.reserve("away", 10, 60_000, cost=5) as r:
+        assert not r.allowed
+    assert sent == [] and r.refunded is None
+    # Explicit calls raise.
+    with pytest.raises(redis.exceptions.ConnectionError):
+        lim.settle("away", "x", 1)
