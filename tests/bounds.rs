@@ -85,7 +85,7 @@ fn peek(c: &mut Connection, key: &str) -> Vec<i64> {
 /// the key as it was: DEBUG RELOAD (SAVE and load), DUMP and RESTORE, and a
 /// replica's full sync.
 fn loads_again(server: &Server, flavor: Flavor, key: &str) {
-    let mut c = heavy_conn(&server);
+    let mut c = heavy_conn(server);
     let digest = digest_value(&mut c, key);
     let before = peek(&mut c, key);
     let _: () = redis::cmd("DEBUG")
