@@ -140,7 +140,8 @@ end
 
 -- The first short id to try after the newest entry of `key`, as the module
 -- picks it: one more than its member when that is a short integer, 1 when
--- the key is empty or its newest member is not an integer; nil when it is
+-- the key is empty, one more than the entries when its newest member is
+-- not an integer (a charge's `#` member, the old script's); nil when it is
 -- a wide id (beyond Lua's exact integers: the caller uses a wide id).
 local function first_short(key)
     local last = redis.call('ZRANGE', key, -1, -1)[1]
@@ -149,7 +150,7 @@ local function first_short(key)
         if #last > 15 then return nil end
         return tonumber(last) + 1
     end
-    return 1
+    return redis.call('ZCARD', key) + 1
 end
 
 -- `count` member names free in every key of `keys`: short ids counting up

@@ -40,6 +40,7 @@ on_every_log! {
     settle_moves_a_charge_down_up_and_to_zero => settle;
     a_stale_token_never_removes_a_later_entry => stale_tokens;
     bad_input_changes_and_replicates_nothing => bad_input;
+    plain_calls_after_a_charge_keep_short_members => short_after_charges;
     replicas_and_the_aof_reach_the_same_entries => replication_and_aof;
 }
 
@@ -750,4 +751,48 @@ fn memory_figures(flavor: Flavor) {
         "{}: measured {got:?}",
         flavor.name()
     );
+}
+
+/// A call without an ID after one with an ID (whose entries are not
+/// integers) still gets a short member, not a 19-digit wide one.
+fn short_after_charges(flavor: Flavor, log: Log) {
+    let server = options(flavor, log).start();
+    let mut c = server.conn();
+    let members = |c: &mut Connection| -> Vec<String> {
+        let v = call(
+            c,
+            "SLIDEWIN.CHECK",
+            &["mix", "100", "60000", "COST", "2", "WITHMEMBERS"],
+        );
+        let Value::Array(items) = v else {
+            panic!("{v:?}")
+        };
+        redis::from_redis_value(items.last().unwrap()).unwrap()
+    };
+    assert_eq!(
+        members(&mut c)
+            .iter()
+            .map(|t| t.split('@').next().unwrap().to_string())
+            .collect::<Vec<_>>(),
+        ["1", "2"]
+    );
+    for round in 0..3 {
+        call(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &[
+                "mix",
+                "100",
+                "60000",
+                "COST",
+                "3",
+                "ID",
+                &format!("r{round}"),
+            ],
+        );
+        for t in members(&mut c) {
+            let id: i64 = t.split('@').next().unwrap().parse().unwrap();
+            assert!(id < 100, "round {round}: a short member, got {t}");
+        }
+    }
 }
