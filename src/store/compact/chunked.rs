@@ -1085,7 +1085,10 @@ impl Chunked {
         let again =
             Chunked::decode(&self.encode()).map_err(|e| format!("does not load again: {e}"))?;
         if again.records != self.records {
-            return Err("the charges do not load again the same".into());
+            return Err(format!(
+                "the charges do not load again the same: {:?} against {:?}",
+                self.records, again.records
+            ));
         }
         if again.strays != self.strays || again.runs() != self.runs() {
             return Err(format!(

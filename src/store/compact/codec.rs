@@ -421,6 +421,32 @@ mod golden {
         }
     }
 
+    /// Version 2: the same header and runs, then the charge records; a
+    /// log without charges is written as version 1.
+    #[test]
+    fn charges_encode_to_version_2() {
+        use super::super::CompactLog;
+        let mut log = CompactLog::new();
+        log.add_units(b"ab", 1_000, 3).unwrap();
+        log.add_units(b"c", 1_005, 1).unwrap();
+        log.add_units(b"ab", 1_000, 1).unwrap();
+        let bytes = vec![
+            2, 0, 3, 0xD0, 0x0F, // version 2, no expiry, 3 runs, first score 1000
+            0xC0, 0, 0, 2, // run: gap 0, members 1..=3
+            5, // run: gap 5, member 4
+            0xC0, 0, 0x7F, 0, // run: gap 0 (1000 after 1005? no: 1000, stray), member 5
+            2, // two records
+            2, b'a', b'b', 0xE8, 0x07, 2, 1, 2, 5, 0, // "ab" at 1000: 1..=3, 5
+            1, b'c', 0xED, 0x07, 1, 4, 0, // "c" at 1005: 4
+        ];
+        let enc = log.encode();
+        eprintln!("ENC {enc:?}");
+        assert_eq!(enc[0], VERSION_CHARGES);
+        let back = CompactLog::decode(&enc).unwrap();
+        assert_eq!(back.charges(), log.charges());
+        assert_eq!(back, log);
+    }
+
     #[test]
     fn the_header_has_one_reader_and_one_writer() {
         let mut out = Vec::new();
@@ -431,10 +457,10 @@ mod golden {
         // A newer version is refused, whatever follows.
         assert_eq!(
             read_header(&mut Reader {
-                bytes: &[2, 0, 0],
+                bytes: &[3, 0, 0],
                 at: 0
             }),
-            Err(DecodeError::Version(2))
+            Err(DecodeError::Version(3))
         );
     }
 }

@@ -177,16 +177,32 @@ impl<'c> CompactStore<'c> {
     }
 
     /// Removes the given members (SLIDEWIN.UNDO); returns how many were
-    /// there. Members that are not member ids cannot be in a compact log.
+    /// there. A token `<id>@<ms>` (what WITHMEMBERS hands out) removes
+    /// member `id` only when it is scored `ms`; anything else is a plain
+    /// member, and members that are not member ids cannot be in a compact
+    /// log. The units of a charge made with an ID are never removed so.
     pub fn remove_members(&mut self, members: &[Arg]) -> Result<u64, StoreError> {
         if self.log()?.is_none() {
             return Ok(0);
         }
         let mut removed = 0u64;
         for m in members {
-            let Some(id) = crate::args::parse_i64(m.as_slice()).filter(|&id| id >= 0) else {
-                continue;
+            let id = match token(m.as_slice()) {
+                Some((id, ms)) => {
+                    let scored = self.log()?.and_then(|l| l.score_of(id));
+                    if scored != Some(ms) {
+                        continue;
+                    }
+                    id
+                }
+                None => match crate::args::parse_i64(m.as_slice()).filter(|&id| id >= 0) {
+                    Some(id) => id,
+                    None => continue,
+                },
             };
+            if self.log()?.is_some_and(|l| l.charged(id)) {
+                continue;
+            }
             let was_there = self
                 .log_mut()?
                 .remove(id)
@@ -195,6 +211,56 @@ impl<'c> CompactStore<'c> {
                 self.effect.remove.push(id);
                 removed += 1;
             }
+        }
+        Ok(removed)
+    }
+
+    /// The charge made under `request`: its score and units.
+    pub fn charge_of(&mut self, request: &[u8]) -> Result<Option<(f64, u64)>, StoreError> {
+        Ok(self
+            .log()?
+            .and_then(|l| l.charge(request))
+            .map(|(score, units)| (score as f64, units)))
+    }
+
+    /// Adds units `held + 1 ..= to` to the charge under `request`, scored
+    /// `score_ms` (a new charge: `held` 0; an existing one keeps its own
+    /// score), under fresh member ids; the score given.
+    pub fn add_charge_units(
+        &mut self,
+        request: &[u8],
+        score_ms: f64,
+        held: u64,
+        to: u64,
+    ) -> Result<Option<f64>, StoreError> {
+        let n = to.saturating_sub(held);
+        if n == 0 {
+            return Ok(None);
+        }
+        // Scores are server times in ms, integers (see `run.rs`).
+        let score = score_ms as i64;
+        let added = self
+            .log_mut()?
+            .add_units(request, score, n)
+            .map_err(|b| StoreError::Refused(b.message()))?;
+        let Some((score, first)) = added else {
+            return Err(NoFreeMember.into());
+        };
+        self.effect.record_charge(request, score, first, n);
+        Ok(Some(score as f64))
+    }
+
+    /// Removes units `keep + 1 ..= held` of the charge under `request` (the
+    /// highest first; all: the charge goes); how many it removed.
+    pub fn remove_charge_units(&mut self, request: &[u8], keep: u64) -> Result<u64, StoreError> {
+        let Some(mut log) = self.held()? else {
+            return Ok(0);
+        };
+        let removed = log
+            .remove_units(request, keep)
+            .map_err(|b| StoreError::Refused(b.message()))?;
+        if removed > 0 {
+            self.effect.record_cut(request, keep);
         }
         Ok(removed)
     }
@@ -217,10 +283,10 @@ impl<'c> CompactStore<'c> {
         if self.trimmed {
             self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore");
         }
-        if !effect.remove.is_empty() {
+        if !effect.remove.is_empty() || !effect.cut.is_empty() {
             self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zrem");
         }
-        if !effect.add.is_empty() {
+        if !effect.add.is_empty() || !effect.charge.is_empty() {
             self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zadd");
         }
         if emptied {
@@ -351,6 +417,15 @@ impl WindowLog for CompactStore<'_> {
         self.effect.expire_at = Some(at_ms);
         Ok(())
     }
+}
+
+/// A token `<id>@<ms>` (both canonical non-negative decimal integers), as
+/// WITHMEMBERS hands them out: the member id and the score it was given.
+fn token(bytes: &[u8]) -> Option<(i64, i64)> {
+    let at = bytes.iter().position(|&b| b == b'@')?;
+    let id = crate::args::parse_i64(bytes.get(..at)?).filter(|&v| v >= 0)?;
+    let ms = crate::args::parse_i64(bytes.get(at + 1..)?).filter(|&v| v >= 0)?;
+    Some((id, ms))
 }
 
 /// Applies `SLIDEWIN.APPLY`'s effect to `key` (missing, or holding a
