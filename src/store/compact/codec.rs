@@ -430,19 +430,19 @@ mod golden {
         log.add_units(b"ab", 1_000, 3).unwrap();
         log.add_units(b"c", 1_005, 1).unwrap();
         log.add_units(b"ab", 1_000, 1).unwrap();
+        // The runs in the canonical order: at 1000 the stray (member 5,
+        // scored before member 4) first, then the chain.
         let bytes = vec![
             2, 0, 3, 0xD0, 0x0F, // version 2, no expiry, 3 runs, first score 1000
-            0xC0, 0, 0, 2, // run: gap 0, members 1..=3
-            5, // run: gap 5, member 4
-            0xC0, 0, 0x7F, 0, // run: gap 0 (1000 after 1005? no: 1000, stray), member 5
-            2, // two records
+            0xC0, 0, 8, 0, // gap 0, member 5 (zigzag 4 after the expected 1), one
+            0xC0, 0, 9, 2, // gap 0, members 1..=3 (zigzag -5 after 6)
+            5, // gap 5, member 4 (the expected one)
+            2, // two records, by request id:
             2, b'a', b'b', 0xE8, 0x07, 2, 1, 2, 5, 0, // "ab" at 1000: 1..=3, 5
             1, b'c', 0xED, 0x07, 1, 4, 0, // "c" at 1005: 4
         ];
-        let enc = log.encode();
-        eprintln!("ENC {enc:?}");
-        assert_eq!(enc[0], VERSION_CHARGES);
-        let back = CompactLog::decode(&enc).unwrap();
+        assert_eq!(log.encode(), bytes);
+        let back = CompactLog::decode(&bytes).unwrap();
         assert_eq!(back.charges(), log.charges());
         assert_eq!(back, log);
     }
