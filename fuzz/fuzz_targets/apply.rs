@@ -98,10 +98,10 @@ fuzz_target!(|data: &[u8]| {
                 let added = effect
                     .add
                     .iter()
-                    .chain(effect.charge.iter().map(|(_, r)| r))
+                    .chain(effect.charges().iter().map(|(_, r)| r))
                     .try_fold(0u64, |t, r| t.checked_add(r.count));
                 // A CUT keeps `units` of the units the charge held.
-                let cut = effect.cut.iter().try_fold(0u64, |t, (request, units)| {
+                let cut = effect.cuts().iter().try_fold(0u64, |t, (request, units)| {
                     let held = from.charge(request).map_or(0, |c| c.1);
                     t.checked_add(held.checked_sub(*units)?)
                 });
@@ -124,15 +124,15 @@ fuzz_target!(|data: &[u8]| {
                         "ADD {r:?} not there"
                     );
                 }
-                for (request, r) in &effect.charge {
+                for (request, r) in effect.charges() {
                     let charge = log.charge(request);
                     assert!(
                         charge.is_some_and(|(score, _)| score == r.score),
                         "CHARGE {r:?} not there: {charge:?}"
                     );
                 }
-                for (request, units) in &effect.cut {
-                    let charged_again = effect.charge.iter().any(|(r, _)| r == request);
+                for (request, units) in effect.cuts() {
+                    let charged_again = effect.charges().iter().any(|(r, _)| r == request);
                     if !charged_again {
                         let now = log.charge(request).map_or(0, |c| c.1);
                         assert_eq!(now, *units, "CUT {units}");

@@ -122,9 +122,7 @@ impl Records {
 
     /// The record under `request`, if any.
     pub fn get(&self, request: &[u8]) -> Option<&Record> {
-        self.find(request)
-            .ok()
-            .and_then(|i| self.by_request.get(i))
+        self.find(request).ok().and_then(|i| self.by_request.get(i))
     }
 
     /// Whether member `id` is a unit of a charge.
@@ -148,10 +146,9 @@ impl Records {
             None if self.by_request.len() >= MAX_CHARGES => Err(Bound::Charges),
             Some(r)
                 if r.spans.len() >= MAX_CHARGE_SPANS
-                    && !r
-                        .spans
+                    && r.spans
                         .last()
-                        .is_some_and(|l| l.last().checked_add(1) == Some(span.first)) =>
+                        .is_none_or(|l| l.last().checked_add(1) != Some(span.first)) =>
             {
                 Err(Bound::ChargeSpans)
             }
@@ -312,7 +309,8 @@ impl Records {
     fn reindex(&mut self) {
         self.held.clear();
         for r in &self.by_request {
-            self.held.extend(r.spans.iter().map(|s| (s.first, s.last())));
+            self.held
+                .extend(r.spans.iter().map(|s| (s.first, s.last())));
         }
         self.held.sort_unstable();
         self.held.shrink_to(self.held.len().saturating_mul(2));
@@ -366,7 +364,11 @@ impl Records {
         if self.by_request.len() > MAX_CHARGES {
             return Err("too many charges".into());
         }
-        if self.by_request.windows(2).any(|w| w[0].request >= w[1].request) {
+        if self
+            .by_request
+            .windows(2)
+            .any(|w| w[0].request >= w[1].request)
+        {
             return Err("records not sorted by request id".into());
         }
         for r in &self.by_request {

@@ -451,10 +451,7 @@ impl Chunked {
         let gone = u64::try_from(hi.saturating_sub(lo))
             .unwrap_or(0)
             .saturating_add(1);
-        let after = run
-            .count
-            .saturating_sub(before)
-            .saturating_sub(gone);
+        let after = run.count.saturating_sub(before).saturating_sub(gone);
         let splits = before > 0 && after > 0;
         if splits && self.runs >= MAX_RUNS {
             return Err(Bound::Runs);
@@ -1079,7 +1076,9 @@ impl Chunked {
         if let Some(records) = &self.records {
             records.check()?;
             if !self.holds_units_of(records) {
-                return Err(format!("a charge's units are not entries at its score: {records:?}"));
+                return Err(format!(
+                    "a charge's units are not entries at its score: {records:?}"
+                ));
             }
         }
         let again =

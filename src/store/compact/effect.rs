@@ -48,11 +48,19 @@ pub struct Effect {
     pub trim: Option<i64>,
     pub remove: Vec<i64>,
     pub add: Vec<Run>,
+    /// The CUTs and CHARGEs, when there are any (boxed: the effect of a
+    /// call without an ID stays as small as it was).
+    pub ids: Option<Box<IdOps>>,
+    pub expire_at: Option<i64>,
+}
+
+/// The words of an effect on charges made with an ID.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IdOps {
     /// CUT request-id units.
     pub cut: Vec<(Vec<u8>, u64)>,
     /// CHARGE request-id score first count.
     pub charge: Vec<(Vec<u8>, Run)>,
-    pub expire_at: Option<i64>,
 }
 
 /// A request id argument (1 to [`MAX_REQUEST_ID`] bytes).
@@ -87,14 +95,28 @@ fn integer_in(what: &str, bytes: Option<&&[u8]>, min: i64, max: i64) -> Result<i
 }
 
 impl Effect {
+    /// The CUTs.
+    pub fn cuts(&self) -> &[(Vec<u8>, u64)] {
+        self.ids.as_ref().map_or(&[], |i| &i.cut)
+    }
+
+    /// The CHARGEs.
+    pub fn charges(&self) -> &[(Vec<u8>, Run)] {
+        self.ids.as_ref().map_or(&[], |i| &i.charge)
+    }
+
+    fn ids_mut(&mut self) -> &mut IdOps {
+        self.ids.get_or_insert_with(Default::default)
+    }
+
     /// Whether applying it would change nothing.
     pub fn is_empty(&self) -> bool {
         self.log.is_none()
             && self.trim.is_none()
             && self.remove.is_empty()
             && self.add.is_empty()
-            && self.cut.is_empty()
-            && self.charge.is_empty()
+            && self.cuts().is_empty()
+            && self.charges().is_empty()
             && self.expire_at.is_none()
     }
 
@@ -148,13 +170,13 @@ impl Effect {
                 b"CUT" => {
                     let request = request_id("CUT", rest.first())?;
                     let units = integer("CUT units", rest.get(1), 0)?;
-                    if e.cut.iter().any(|(r, _)| *r == request) {
+                    if e.ids_mut().cut.iter().any(|(r, _)| *r == request) {
                         return Err(format!(
                             "ERR CUT request-id '{}' given twice",
                             printable(&request)
                         ));
                     }
-                    e.cut.push((request, units as u64));
+                    e.ids_mut().cut.push((request, units as u64));
                     3
                 }
                 b"CHARGE" => {
@@ -168,7 +190,7 @@ impl Effect {
                             i64::MAX
                         ));
                     }
-                    e.charge.push((
+                    e.ids_mut().charge.push((
                         request,
                         Run {
                             score,
@@ -187,9 +209,9 @@ impl Effect {
                 }
                 _ => {
                     return Err(format!(
-                        "ERR unknown option '{}' (known: LOG, TRIM, REMOVE, CUT, ADD, CHARGE, PXAT)",
-                        printable(word)
-                    ))
+                    "ERR unknown option '{}' (known: LOG, TRIM, REMOVE, CUT, ADD, CHARGE, PXAT)",
+                    printable(word)
+                ))
                 }
             };
             at += used;
@@ -222,7 +244,7 @@ impl Effect {
         // an existing one's score.
         let alive = |request: &[u8]| base.charge(request).filter(|&(s, _)| s > cutoff);
         let mut cutting = 0u64;
-        for (request, units) in &self.cut {
+        for (request, units) in self.cuts() {
             let Some((_, held)) = alive(request) else {
                 return Err(format!(
                     "ERR CUT request-id '{}' names no charge in the log",
@@ -236,13 +258,13 @@ impl Effect {
             }
             cutting = cutting.saturating_add(held - units);
         }
-        for (request, run) in &self.charge {
+        for (request, run) in self.charges() {
             let cut_whole = self
-                .cut
+                .cuts()
                 .iter()
                 .any(|(r, units)| r == request && *units == 0);
             let score = self
-                .charge
+                .charges()
                 .iter()
                 .find(|(r, _)| r == request)
                 .map(|(_, first)| first.score);
@@ -264,7 +286,7 @@ impl Effect {
         let mut adding: Vec<(i64, i64)> = self
             .add
             .iter()
-            .chain(self.charge.iter().map(|(_, r)| r))
+            .chain(self.charges().iter().map(|(_, r)| r))
             .map(|r| (r.first, r.last()))
             .collect();
         adding.sort_unstable();
@@ -284,7 +306,7 @@ impl Effect {
             .entries_above(cutoff)
             .saturating_sub(self.remove.len() as u64)
             .saturating_sub(cutting);
-        for run in self.add.iter().chain(self.charge.iter().map(|(_, r)| r)) {
+        for run in self.add.iter().chain(self.charges().iter().map(|(_, r)| r)) {
             total = total.saturating_add(run.count);
         }
         if total > MAX_ENTRIES {
@@ -306,8 +328,7 @@ impl Effect {
                 trim: self.trim,
                 remove: self.remove.clone(),
                 add: self.add.clone(),
-                cut: self.cut.clone(),
-                charge: self.charge.clone(),
+                ids: self.ids.clone(),
                 expire_at: self.expire_at,
             }
             .apply_checked(&mut copy)
@@ -325,33 +346,34 @@ impl Effect {
     /// are appends too when each makes a new charge within the bound on
     /// charges.
     fn within_bounds(&self, base: &CompactLog) -> bool {
-        if !self.cut.is_empty() {
-            return self.cut.len() == 1
+        if !self.cuts().is_empty() {
+            return self.cuts().len() == 1
                 && self.remove.is_empty()
                 && self.add.is_empty()
-                && self.charge.is_empty();
+                && self.charges().is_empty();
         }
-        if !self.charge.is_empty() {
-            let mut requests: Vec<&[u8]> = self.charge.iter().map(|(r, _)| r.as_slice()).collect();
+        if !self.charges().is_empty() {
+            let mut requests: Vec<&[u8]> =
+                self.charges().iter().map(|(r, _)| r.as_slice()).collect();
             requests.sort_unstable();
             let distinct = requests.windows(2).all(|w| w[0] != w[1]);
-            let new = self.charge.iter().all(|(r, _)| base.charge(r).is_none());
+            let new = self.charges().iter().all(|(r, _)| base.charge(r).is_none());
             if !distinct
                 || !new
-                || base.charge_count().saturating_add(self.charge.len()) > MAX_CHARGES
+                || base.charge_count().saturating_add(self.charges().len()) > MAX_CHARGES
             {
                 return false;
             }
         }
         let (runs, strays) = base.shape();
         let removes = self.remove.len() as u64;
-        let adds = (self.add.len() + self.charge.len()) as u64;
+        let adds = (self.add.len() + self.charges().len()) as u64;
         if runs.saturating_add(removes).saturating_add(adds) > MAX_RUNS
             || strays.saturating_add(self.remove.len()) > MAX_STRAYS
         {
             return false;
         }
-        if self.add.is_empty() && self.charge.is_empty() {
+        if self.add.is_empty() && self.charges().is_empty() {
             return true;
         }
         if !self.remove.is_empty() {
@@ -361,7 +383,7 @@ impl Effect {
         let runs: Vec<&Run> = self
             .add
             .iter()
-            .chain(self.charge.iter().map(|(_, r)| r))
+            .chain(self.charges().iter().map(|(_, r)| r))
             .collect();
         let Some((first, rest)) = runs.split_first() else {
             return true;
@@ -386,13 +408,13 @@ impl Effect {
         for &id in &self.remove {
             log.remove(id)?;
         }
-        for (request, units) in &self.cut {
+        for (request, units) in self.cuts() {
             log.remove_units(request, *units)?;
         }
         for &run in &self.add {
             log.add_run(run)?;
         }
-        for (request, run) in &self.charge {
+        for (request, run) in self.charges() {
             log.add_charge(request, *run)?;
         }
         if let Some(at) = self.expire_at {
@@ -407,7 +429,7 @@ impl Effect {
     /// formatting strings.
     /// (A CUT or a CHARGE carries a request id, bytes too.)
     pub fn words<const N: usize>(&self, out: &mut [Token; N]) -> Option<usize> {
-        if self.log.is_some() || !self.cut.is_empty() || !self.charge.is_empty() {
+        if self.log.is_some() || !self.cuts().is_empty() || !self.charges().is_empty() {
             return None;
         }
         let mut n = 0usize;
@@ -448,7 +470,7 @@ impl Effect {
             out.push(b"REMOVE".to_vec());
             out.push(id.to_string().into_bytes());
         }
-        for (request, units) in &self.cut {
+        for (request, units) in self.cuts() {
             out.push(b"CUT".to_vec());
             out.push(request.clone());
             out.push(units.to_string().into_bytes());
@@ -460,7 +482,7 @@ impl Effect {
                 out.push(v.to_string().into_bytes());
             }
         }
-        for (request, r) in &self.charge {
+        for (request, r) in self.charges() {
             let count = i64::try_from(r.count).unwrap_or(i64::MAX);
             out.push(b"CHARGE".to_vec());
             out.push(request.clone());
@@ -483,7 +505,7 @@ impl Effect {
     /// at `score` from `first` on (joining the previous CHARGE of the same
     /// request when it continues it).
     pub fn record_charge(&mut self, request: &[u8], score: i64, first: i64, count: u64) {
-        if let Some((r, prev)) = self.charge.last_mut() {
+        if let Some((r, prev)) = self.ids_mut().charge.last_mut() {
             if r.as_slice() == request
                 && prev.score == score
                 && prev.last().checked_add(1) == Some(first)
@@ -492,7 +514,7 @@ impl Effect {
                 return;
             }
         }
-        self.charge.push((
+        self.ids_mut().charge.push((
             request.to_vec(),
             Run {
                 score,
@@ -505,9 +527,10 @@ impl Effect {
     /// Records that the charge under `request` was cut to `units` (a later
     /// cut of the same request replaces it).
     pub fn record_cut(&mut self, request: &[u8], units: u64) {
-        match self.cut.iter_mut().find(|(r, _)| r.as_slice() == request) {
+        let cut = &mut self.ids_mut().cut;
+        match cut.iter_mut().find(|(r, _)| r.as_slice() == request) {
             Some((_, u)) => *u = units,
-            None => self.cut.push((request.to_vec(), units)),
+            None => cut.push((request.to_vec(), units)),
         }
     }
 

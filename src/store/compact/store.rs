@@ -283,10 +283,10 @@ impl<'c> CompactStore<'c> {
         if self.trimmed {
             self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore");
         }
-        if !effect.remove.is_empty() || !effect.cut.is_empty() {
+        if !effect.remove.is_empty() || !effect.cuts().is_empty() {
             self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zrem");
         }
-        if !effect.add.is_empty() || !effect.charge.is_empty() {
+        if !effect.add.is_empty() || !effect.charges().is_empty() {
             self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zadd");
         }
         if emptied {

@@ -1058,7 +1058,6 @@ fn a_check_on_a_small_log_stays_in_its_small_form() {
     );
 }
 
-
 /// The request ids the charge tests use: a few, so that calls repeat them.
 fn request(i: u8) -> Vec<u8> {
     match i % 4 {
@@ -1311,7 +1310,14 @@ fn a_charge_is_named_by_its_request_id() {
     assert_eq!(log.charges()[0].spans, [Span { first: 2, count: 4 }]);
     assert_eq!(
         log.entries().collect::<Vec<_>>(),
-        [(1_000, 1), (1_005, 2), (1_005, 3), (1_005, 4), (1_005, 5), (1_010, 7)]
+        [
+            (1_000, 1),
+            (1_005, 2),
+            (1_005, 3),
+            (1_005, 4),
+            (1_005, 5),
+            (1_010, 7)
+        ]
     );
     log.check().unwrap();
     // UNDO ID: exactly the charge, once.
@@ -1423,20 +1429,43 @@ fn charge_effects_reproduce_the_log() {
     // unit by REMOVE, a request id too long.
     let before = replica.clone();
     let cases: &[(&[&[u8]], &str)] = &[
-        (&[b"CUT", b"nope", b"0"], "ERR CUT request-id 'nope' names no charge in the log"),
-        (&[b"CUT", b"req", b"2"], "ERR CUT units must be an integer between 0 and 1"),
-        (&[b"CHARGE", b"req", b"5003", b"100", b"1"], "ERR CHARGE score_ms must be the charge's own score, 5000"),
-        (&[b"REMOVE", b"1"], "ERR REMOVE member 1 is a unit of a charge made with an ID"),
-        (&[b"CHARGE", b"x", b"5003", b"4", b"1"], "ERR ADD members 4 to 4 are already in the log"),
+        (
+            &[b"CUT", b"nope", b"0"],
+            "ERR CUT request-id 'nope' names no charge in the log",
+        ),
+        (
+            &[b"CUT", b"req", b"2"],
+            "ERR CUT units must be an integer between 0 and 1",
+        ),
+        (
+            &[b"CHARGE", b"req", b"5003", b"100", b"1"],
+            "ERR CHARGE score_ms must be the charge's own score, 5000",
+        ),
+        (
+            &[b"REMOVE", b"1"],
+            "ERR REMOVE member 1 is a unit of a charge made with an ID",
+        ),
+        (
+            &[b"CHARGE", b"x", b"5003", b"4", b"1"],
+            "ERR ADD members 4 to 4 are already in the log",
+        ),
     ];
     for (args, expected) in cases {
-        let err = Effect::parse(args).unwrap().apply(&mut replica).unwrap_err();
+        let err = Effect::parse(args)
+            .unwrap()
+            .apply(&mut replica)
+            .unwrap_err();
         assert!(err.starts_with(expected), "{err}");
         assert_eq!(replica, before);
     }
     let long = vec![b'x'; MAX_REQUEST_ID + 1];
     let err = Effect::parse(&[b"CUT", &long, b"0"]).unwrap_err();
-    assert_eq!(err, format!("ERR CUT request-id must be 1 to {MAX_REQUEST_ID} bytes"));
-    assert_eq!(Effect::parse(&[b"CHARGE"]).unwrap_err(), "ERR CHARGE needs a request id");
+    assert_eq!(
+        err,
+        format!("ERR CUT request-id must be 1 to {MAX_REQUEST_ID} bytes")
+    );
+    assert_eq!(
+        Effect::parse(&[b"CHARGE"]).unwrap_err(),
+        "ERR CHARGE needs a request id"
+    );
 }
-
