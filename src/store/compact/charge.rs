@@ -96,6 +96,14 @@ impl PartialEq for Records {
 
 impl Eq for Records {}
 
+/// Room for one more in `v`: a quarter more when full, not double (as the
+/// chunk list grows: a table keeps at most a quarter spare).
+fn grow<T>(v: &mut Vec<T>) {
+    if v.len() == v.capacity() {
+        v.reserve_exact((v.len() / 4).max(1));
+    }
+}
+
 /// Whether `request` is a request id a record may carry.
 pub fn valid_request(request: &[u8]) -> bool {
     (1..=MAX_REQUEST_ID).contains(&request.len())
@@ -184,6 +192,7 @@ impl Records {
                 if self.by_request.is_empty() || score < self.oldest {
                     self.oldest = score;
                 }
+                grow(&mut self.by_request);
                 self.by_request.insert(
                     i,
                     Record {
@@ -195,6 +204,7 @@ impl Records {
             }
         }
         let hi = self.held.partition_point(|&(first, _)| first < span.first);
+        grow(&mut self.held);
         self.held.insert(hi, (span.first, span.last()));
         Ok(())
     }
