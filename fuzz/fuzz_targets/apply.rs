@@ -102,7 +102,7 @@ fuzz_target!(|data: &[u8]| {
                     .try_fold(0u64, |t, r| t.checked_add(r.count));
                 // A CUT keeps `units` of the units the charge held.
                 let cut = effect.cuts().iter().try_fold(0u64, |t, (request, units)| {
-                    let held = from.charge(request).map_or(0, |c| c.1);
+                    let held = from.charge_of(request).map_or(0, |c| c.1);
                     t.checked_add(held.checked_sub(*units)?)
                 });
                 let expected = kept
@@ -125,7 +125,7 @@ fuzz_target!(|data: &[u8]| {
                     );
                 }
                 for (request, r) in effect.charges() {
-                    let charge = log.charge(request);
+                    let charge = log.charge_of(request);
                     assert!(
                         charge.is_some_and(|(score, _)| score == r.score),
                         "CHARGE {r:?} not there: {charge:?}"
@@ -134,7 +134,7 @@ fuzz_target!(|data: &[u8]| {
                 for (request, units) in effect.cuts() {
                     let charged_again = effect.charges().iter().any(|(r, _)| r == request);
                     if !charged_again {
-                        let now = log.charge(request).map_or(0, |c| c.1);
+                        let now = log.charge_of(request).map_or(0, |c| c.1);
                         assert_eq!(now, *units, "CUT {units}");
                     }
                 }

@@ -427,9 +427,9 @@ mod golden {
     fn charges_encode_to_version_2() {
         use super::super::CompactLog;
         let mut log = CompactLog::new();
-        log.add_units(b"ab", 1_000, 3).unwrap();
-        log.add_units(b"c", 1_005, 1).unwrap();
-        log.add_units(b"ab", 1_000, 1).unwrap();
+        log.add_charge_units(b"ab", 1_000, 3).unwrap();
+        log.add_charge_units(b"c", 1_005, 1).unwrap();
+        log.add_charge_units(b"ab", 1_000, 1).unwrap();
         // The runs in the canonical order: at 1000 the stray (member 5,
         // scored before member 4) first, then the chain.
         let bytes = vec![

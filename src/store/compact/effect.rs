@@ -242,7 +242,7 @@ impl Effect {
         }
         // The charges as the trim leaves them: CUT needs one, CHARGE keeps
         // an existing one's score.
-        let alive = |request: &[u8]| base.charge(request).filter(|&(s, _)| s > cutoff);
+        let alive = |request: &[u8]| base.charge_of(request).filter(|&(s, _)| s > cutoff);
         let mut cutting = 0u64;
         for (request, units) in self.cuts() {
             let Some((_, held)) = alive(request) else {
@@ -357,7 +357,10 @@ impl Effect {
                 self.charges().iter().map(|(r, _)| r.as_slice()).collect();
             requests.sort_unstable();
             let distinct = requests.windows(2).all(|w| w[0] != w[1]);
-            let new = self.charges().iter().all(|(r, _)| base.charge(r).is_none());
+            let new = self
+                .charges()
+                .iter()
+                .all(|(r, _)| base.charge_of(r).is_none());
             if !distinct
                 || !new
                 || base.charge_count().saturating_add(self.charges().len()) > MAX_CHARGES
@@ -409,7 +412,7 @@ impl Effect {
             log.remove(id)?;
         }
         for (request, units) in self.cuts() {
-            log.remove_units(request, *units)?;
+            log.cut_charge(request, *units)?;
         }
         for &run in &self.add {
             log.add_run(run)?;

@@ -6,7 +6,7 @@ use super::run::{Bound, Run, MAX_SCORE};
 use super::small::{self, SmallForm};
 use super::spare::*;
 use crate::relocate::Relocate;
-use crate::window::{NoFreeMember, WindowLog};
+use crate::window::{Charge, NoFreeMember, WindowLog};
 
 /// Logs of at most this many runs are held as their encoding alone, one
 /// small block (a `limit 5` key costs about what its sorted set costs);
@@ -243,7 +243,7 @@ impl CompactLog {
     }
 
     /// The charge under `request` (see `charge.rs`): its score and units.
-    pub fn charge(&self, request: &[u8]) -> Option<(i64, u64)> {
+    pub fn charge_of(&self, request: &[u8]) -> Option<(i64, u64)> {
         match &self.repr {
             Repr::Large(c) => c.charge(request),
             // A small log holds no charge (see `small_form`).
@@ -300,19 +300,19 @@ impl CompactLog {
         self.unheld(|h| h.edit(|c| c.add_charge(request, run)))
     }
 
-    /// See [`Held::remove_units`].
-    pub fn remove_units(&mut self, request: &[u8], keep: u64) -> Result<u64, Bound> {
-        self.unheld(|h| h.remove_units(request, keep))
+    /// See [`Held::cut_charge`].
+    pub fn cut_charge(&mut self, request: &[u8], keep: u64) -> Result<u64, Bound> {
+        self.unheld(|h| h.cut_charge(request, keep))
     }
 
-    /// See [`Held::add_units`].
-    pub fn add_units(
+    /// See [`Held::add_charge_units`].
+    pub fn add_charge_units(
         &mut self,
         request: &[u8],
         score_ms: i64,
         n: u64,
     ) -> Result<Option<(i64, i64)>, Bound> {
-        self.unheld(|h| h.add_units(request, score_ms, n))
+        self.unheld(|h| h.add_charge_units(request, score_ms, n))
     }
 
     /// The runs, and the runs out of member order (see `chunked.rs`).
@@ -564,15 +564,15 @@ impl Held<'_> {
 /// one.
 impl Held<'_> {
     /// The charge under `request`: its score and units.
-    pub fn charge(&self, request: &[u8]) -> Option<(i64, u64)> {
-        self.log.charge(request)
+    pub fn charge_of(&self, request: &[u8]) -> Option<(i64, u64)> {
+        self.log.charge_of(request)
     }
 
     /// Adds `n` units to the charge under `request` (made when missing,
     /// scored `score_ms`; an existing one's at its own score) under fresh
     /// member ids: the score and first member given, `None` when `n` is 0
     /// or no id is free, or the bound it would pass (nothing changed).
-    pub fn add_units(
+    pub fn add_charge_units(
         &mut self,
         request: &[u8],
         score_ms: i64,
@@ -587,10 +587,10 @@ impl Held<'_> {
     /// Keeps the first `keep` units of the charge under `request`, the
     /// rest removed (none: the charge goes); how many entries it removed,
     /// or the bound it would pass (nothing changed).
-    pub fn remove_units(&mut self, request: &[u8], keep: u64) -> Result<u64, Bound> {
+    pub fn cut_charge(&mut self, request: &[u8], keep: u64) -> Result<u64, Bound> {
         if self
             .log
-            .charge(request)
+            .charge_of(request)
             .is_none_or(|(_, units)| units <= keep)
         {
             return Ok(0);
@@ -660,6 +660,33 @@ impl WindowLog for Held<'_> {
         self.set_expiry(at_ms);
         Ok(())
     }
+
+    fn charge(&mut self, request: &[u8]) -> Result<Option<Charge>, Self::Error> {
+        Ok(self.charge_of(request).map(|(score, units)| Charge {
+            score_ms: score as f64,
+            units,
+        }))
+    }
+
+    // A bound the change would pass is a refusal here (the store names it).
+    fn add_units(
+        &mut self,
+        request: &[u8],
+        score_ms: f64,
+        held: u64,
+        to: u64,
+    ) -> Result<(), Self::Error> {
+        let n = to.saturating_sub(held);
+        match self.add_charge_units(request, score_ms as i64, n) {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) if n == 0 => Ok(()),
+            _ => Err(NoFreeMember),
+        }
+    }
+
+    fn remove_units(&mut self, request: &[u8], keep: u64, _held: u64) -> Result<u64, Self::Error> {
+        self.cut_charge(request, keep).map_err(|_| NoFreeMember)
+    }
 }
 
 /// The log not held by a command: every change through the chunks.
@@ -701,5 +728,23 @@ impl WindowLog for CompactLog {
     fn expire_at(&mut self, at_ms: i64) -> Result<(), Self::Error> {
         self.set_expiry(at_ms);
         Ok(())
+    }
+
+    fn charge(&mut self, request: &[u8]) -> Result<Option<Charge>, Self::Error> {
+        self.unheld(|h| h.charge(request))
+    }
+
+    fn add_units(
+        &mut self,
+        request: &[u8],
+        score_ms: f64,
+        held: u64,
+        to: u64,
+    ) -> Result<(), Self::Error> {
+        self.unheld(|h| h.add_units(request, score_ms, held, to))
+    }
+
+    fn remove_units(&mut self, request: &[u8], keep: u64, held: u64) -> Result<u64, Self::Error> {
+        self.unheld(|h| h.remove_units(request, keep, held))
     }
 }

@@ -22,7 +22,7 @@ use crate::relocate::Relocate;
 use crate::store::compact::effect::{Effect, Token};
 use crate::store::compact::{CompactLog, Held, Hold, Run};
 use crate::store::zset::Key;
-use crate::window::{NoFreeMember, WindowLog};
+use crate::window::{Charge, NoFreeMember, WindowLog};
 
 /// The compact log's data type; registered at load only in `compact` mode.
 pub static LOG_TYPE: ModuleType<CompactLog> = ModuleType::new();
@@ -178,31 +178,40 @@ impl<'c> CompactStore<'c> {
 
     /// Removes the given members (SLIDEWIN.UNDO); returns how many were
     /// there. A token `<id>@<ms>` (what WITHMEMBERS hands out) removes
-    /// member `id` only when it is scored `ms`; anything else is a plain
+    /// member `id` only while it is scored `ms`; anything else is a plain
     /// member, and members that are not member ids cannot be in a compact
     /// log. The units of a charge made with an ID are never removed so.
-    pub fn remove_members(&mut self, members: &[Arg]) -> Result<u64, StoreError> {
-        if self.log()?.is_none() {
+    pub fn remove_members(&mut self, members: &[Arg], now_ms: i64) -> Result<u64, StoreError> {
+        let Some(log) = self.log()? else {
             return Ok(0);
-        }
-        let mut removed = 0u64;
+        };
+        // Whether entry `id` is scored exactly `ms`.
+        let scored = |log: &CompactLog, id: i64, ms: i64| {
+            log.holds_above(id, ms.saturating_sub(1)) && !log.holds_above(id, ms)
+        };
+        // The ids to remove: a token's only while its score matches, and
+        // those removed at their own millisecond raise the fence.
+        let mut ids = Vec::new();
         for m in members {
-            let id = match token(m.as_slice()) {
-                Some((id, ms)) => {
-                    let scored = self.log()?.and_then(|l| l.score_of(id));
-                    if scored != Some(ms) {
-                        continue;
-                    }
-                    id
-                }
+            let id = match crate::member::parse_token(m.as_slice()) {
+                Some((id, ms)) if scored(log, id, ms) => id,
+                Some(_) => continue,
                 None => match crate::args::parse_i64(m.as_slice()).filter(|&id| id >= 0) {
                     Some(id) => id,
                     None => continue,
                 },
             };
-            if self.log()?.is_some_and(|l| l.charged(id)) {
+            // A unit of a charge made with an ID: only UNDO ... ID removes it.
+            if log.charged(id) {
                 continue;
             }
+            if scored(log, id, now_ms) {
+                crate::member::fence(now_ms, id);
+            }
+            ids.push(id);
+        }
+        let mut removed = 0u64;
+        for id in ids {
             let was_there = self
                 .log_mut()?
                 .remove(id)
@@ -219,7 +228,7 @@ impl<'c> CompactStore<'c> {
     pub fn charge_of(&mut self, request: &[u8]) -> Result<Option<(f64, u64)>, StoreError> {
         Ok(self
             .log()?
-            .and_then(|l| l.charge(request))
+            .and_then(|l| l.charge_of(request))
             .map(|(score, units)| (score as f64, units)))
     }
 
@@ -241,7 +250,7 @@ impl<'c> CompactStore<'c> {
         let score = score_ms as i64;
         let added = self
             .log_mut()?
-            .add_units(request, score, n)
+            .add_charge_units(request, score, n)
             .map_err(|b| StoreError::Refused(b.message()))?;
         let Some((score, first)) = added else {
             return Err(NoFreeMember.into());
@@ -257,7 +266,7 @@ impl<'c> CompactStore<'c> {
             return Ok(0);
         };
         let removed = log
-            .remove_units(request, keep)
+            .cut_charge(request, keep)
             .map_err(|b| StoreError::Refused(b.message()))?;
         if removed > 0 {
             self.effect.record_cut(request, keep);
@@ -417,15 +426,27 @@ impl WindowLog for CompactStore<'_> {
         self.effect.expire_at = Some(at_ms);
         Ok(())
     }
-}
 
-/// A token `<id>@<ms>` (both canonical non-negative decimal integers), as
-/// WITHMEMBERS hands them out: the member id and the score it was given.
-fn token(bytes: &[u8]) -> Option<(i64, i64)> {
-    let at = bytes.iter().position(|&b| b == b'@')?;
-    let id = crate::args::parse_i64(bytes.get(..at)?).filter(|&v| v >= 0)?;
-    let ms = crate::args::parse_i64(bytes.get(at + 1..)?).filter(|&v| v >= 0)?;
-    Some((id, ms))
+    fn charge(&mut self, request: &[u8]) -> Result<Option<Charge>, Self::Error> {
+        Ok(self
+            .charge_of(request)?
+            .map(|(score_ms, units)| Charge { score_ms, units }))
+    }
+
+    fn add_units(
+        &mut self,
+        request: &[u8],
+        score_ms: f64,
+        held: u64,
+        to: u64,
+    ) -> Result<(), Self::Error> {
+        self.add_charge_units(request, score_ms, held, to)
+            .map(|_| ())
+    }
+
+    fn remove_units(&mut self, request: &[u8], keep: u64, _held: u64) -> Result<u64, Self::Error> {
+        self.remove_charge_units(request, keep)
+    }
 }
 
 /// Applies `SLIDEWIN.APPLY`'s effect to `key` (missing, or holding a

@@ -1148,11 +1148,11 @@ proptest! {
             match change {
                 ChargeChange::Charge(r, cost) => {
                     let req = request(r);
-                    if log.charge(&req).is_none() {
-                        let res = log.add_units(&req, now, cost).map(|_| ()).map_err(|b| format!("ERR {b}"));
+                    if log.charge_of(&req).is_none() {
+                        let res = log.add_charge_units(&req, now, cost).map(|_| ()).map_err(|b| format!("ERR {b}"));
                         refused(res, &log)?;
                         if log != before {
-                            let (s, units) = log.charge(&req).expect("the charge was made");
+                            let (s, units) = log.charge_of(&req).expect("the charge was made");
                             prop_assert_eq!(units, cost);
                             prop_assert!(s >= now);
                         }
@@ -1160,17 +1160,17 @@ proptest! {
                 }
                 ChargeChange::Settle(r, units) => {
                     let req = request(r);
-                    if let Some((s, held)) = log.charge(&req) {
+                    if let Some((s, held)) = log.charge_of(&req) {
                         let res = if units > held {
-                            log.add_units(&req, s, units - held).map(|_| ())
+                            log.add_charge_units(&req, s, units - held).map(|_| ())
                         } else {
-                            log.remove_units(&req, units).map(|_| ())
+                            log.cut_charge(&req, units).map(|_| ())
                         };
                         let res = res.map_err(|b| format!("ERR {b}"));
                         let ok = res.is_ok();
                         refused(res, &log)?;
                         if ok {
-                            let after = log.charge(&req);
+                            let after = log.charge_of(&req);
                             if units == 0 {
                                 prop_assert_eq!(after, None);
                             } else {
@@ -1185,12 +1185,12 @@ proptest! {
                 }
                 ChargeChange::UndoId(r) => {
                     let req = request(r);
-                    let held = log.charge(&req).map_or(0, |c| c.1);
-                    match log.remove_units(&req, 0) {
+                    let held = log.charge_of(&req).map_or(0, |c| c.1);
+                    match log.cut_charge(&req, 0) {
                         Ok(n) => {
                             prop_assert_eq!(n, held);
-                            prop_assert_eq!(log.charge(&req), None);
-                            prop_assert_eq!(log.remove_units(&req, 0), Ok(0));
+                            prop_assert_eq!(log.charge_of(&req), None);
+                            prop_assert_eq!(log.cut_charge(&req, 0), Ok(0));
                         }
                         Err(b) => refused(Err(format!("ERR {b}")), &log)?,
                     }
@@ -1254,7 +1254,7 @@ proptest! {
     ) {
         let mut log = CompactLog::new();
         for (i, &c) in costs.iter().enumerate() {
-            log.add_units(&request(i as u8), 1_000 + i as i64, c).unwrap();
+            log.add_charge_units(&request(i as u8), 1_000 + i as i64, c).unwrap();
         }
         let mut bytes = log.encode();
         prop_assert_eq!(bytes[0], VERSION_CHARGES);
@@ -1284,16 +1284,16 @@ fn a_charge_is_named_by_its_request_id() {
     let rule = Rule::new(100, 10_000);
     let want = Want::default();
     window::check(&mut log, 1_000, &rule, want).unwrap();
-    assert_eq!(log.add_units(b"a", 1_005, 3), Ok(Some((1_005, 2))));
-    assert_eq!(log.charge(b"a"), Some((1_005, 3)));
-    assert_eq!(log.charge(b"b"), None);
+    assert_eq!(log.add_charge_units(b"a", 1_005, 3), Ok(Some((1_005, 2))));
+    assert_eq!(log.charge_of(b"a"), Some((1_005, 3)));
+    assert_eq!(log.charge_of(b"b"), None);
     // Continued: the same span.
-    assert_eq!(log.add_units(b"a", 1_005, 2), Ok(Some((1_005, 5))));
+    assert_eq!(log.add_charge_units(b"a", 1_005, 2), Ok(Some((1_005, 5))));
     assert_eq!(log.charges()[0].spans, [Span { first: 2, count: 5 }]);
     // A later entry takes id 7: the next units are a new span, scored as
     // the charge.
     window::check(&mut log, 1_010, &rule, want).unwrap();
-    assert_eq!(log.add_units(b"a", 1_005, 2), Ok(Some((1_005, 8))));
+    assert_eq!(log.add_charge_units(b"a", 1_005, 2), Ok(Some((1_005, 8))));
     assert_eq!(
         log.charges()[0].spans,
         [Span { first: 2, count: 5 }, Span { first: 8, count: 2 }]
@@ -1306,7 +1306,7 @@ fn a_charge_is_named_by_its_request_id() {
     }
     assert_eq!(log.count_entries(), 9);
     // SETTLE down to 4: units 5..=7 go (ids 8, 9 and 6).
-    assert_eq!(log.remove_units(b"a", 4), Ok(3));
+    assert_eq!(log.cut_charge(b"a", 4), Ok(3));
     assert_eq!(log.charges()[0].spans, [Span { first: 2, count: 4 }]);
     assert_eq!(
         log.entries().collect::<Vec<_>>(),
@@ -1321,19 +1321,19 @@ fn a_charge_is_named_by_its_request_id() {
     );
     log.check().unwrap();
     // UNDO ID: exactly the charge, once.
-    assert_eq!(log.remove_units(b"a", 0), Ok(4));
-    assert_eq!(log.remove_units(b"a", 0), Ok(0));
-    assert_eq!(log.charge(b"a"), None);
+    assert_eq!(log.cut_charge(b"a", 0), Ok(4));
+    assert_eq!(log.cut_charge(b"a", 0), Ok(0));
+    assert_eq!(log.charge_of(b"a"), None);
     assert_eq!(log.entries().collect::<Vec<_>>(), [(1_000, 1), (1_010, 7)]);
     // Without a charge the log is small again, its encoding version 1.
     assert_eq!(log.encode()[0], VERSION);
     log.check().unwrap();
     // A trim past a charge's score forgets it with its entries.
-    log.add_units(b"z", 1_020, 2).unwrap();
+    log.add_charge_units(b"z", 1_020, 2).unwrap();
     assert_eq!(log.trim(1_019), Ok(2));
-    assert!(log.charge(b"z").is_some());
+    assert!(log.charge_of(b"z").is_some());
     assert_eq!(log.trim(1_020), Ok(2));
-    assert_eq!(log.charge(b"z"), None);
+    assert_eq!(log.charge_of(b"z"), None);
     log.check().unwrap();
 }
 
@@ -1342,9 +1342,9 @@ fn a_charge_is_named_by_its_request_id() {
 #[test]
 fn charges_have_bounds_the_loader_and_every_change_check() {
     let mut log = CompactLog::new();
-    assert_eq!(log.add_units(b"", 1, 1), Err(Bound::RequestId));
+    assert_eq!(log.add_charge_units(b"", 1, 1), Err(Bound::RequestId));
     assert_eq!(
-        log.add_units(&[7u8; MAX_REQUEST_ID + 1], 1, 1),
+        log.add_charge_units(&[7u8; MAX_REQUEST_ID + 1], 1, 1),
         Err(Bound::RequestId)
     );
     assert_eq!(
@@ -1352,26 +1352,32 @@ fn charges_have_bounds_the_loader_and_every_change_check() {
         format!("ID must be 1 to {MAX_REQUEST_ID} bytes")
     );
     for i in 0..MAX_CHARGES {
-        log.add_units(format!("r{i:04}").as_bytes(), 1_000, 1)
+        log.add_charge_units(format!("r{i:04}").as_bytes(), 1_000, 1)
             .unwrap();
     }
     let before = log.clone();
-    assert_eq!(log.add_units(b"one more", 1_000, 1), Err(Bound::Charges));
+    assert_eq!(
+        log.add_charge_units(b"one more", 1_000, 1),
+        Err(Bound::Charges)
+    );
     assert_eq!(log, before);
     // An existing charge still grows (no new record).
-    log.add_units(b"r0000", 1_000, 1).unwrap();
+    log.add_charge_units(b"r0000", 1_000, 1).unwrap();
     log.check().unwrap();
     // Spans: each SETTLE up with an entry after it makes one more.
     let mut log = CompactLog::new();
-    log.add_units(b"s", 1_000, 1).unwrap();
+    log.add_charge_units(b"s", 1_000, 1).unwrap();
     for i in 1..MAX_CHARGE_SPANS as i64 {
-        log.add_units(b"t", 1_000 + i, 1).unwrap();
-        log.add_units(b"s", 1_000, 1).unwrap();
+        log.add_charge_units(b"t", 1_000 + i, 1).unwrap();
+        log.add_charge_units(b"s", 1_000, 1).unwrap();
     }
     assert_eq!(log.charges()[0].spans.len(), MAX_CHARGE_SPANS);
-    log.add_units(b"t2", 2_000, 1).unwrap();
+    log.add_charge_units(b"t2", 2_000, 1).unwrap();
     let before = log.clone();
-    assert_eq!(log.add_units(b"s", 1_000, 1), Err(Bound::ChargeSpans));
+    assert_eq!(
+        log.add_charge_units(b"s", 1_000, 1),
+        Err(Bound::ChargeSpans)
+    );
     assert_eq!(log, before);
     log.check().unwrap();
     // The loader: one span more is refused.
@@ -1408,19 +1414,19 @@ fn charge_effects_reproduce_the_log() {
         parsed.apply(replica).unwrap();
     };
     let mut e = Effect::default();
-    let (score, first) = master.add_units(b"req", 5_000, 3).unwrap().unwrap();
+    let (score, first) = master.add_charge_units(b"req", 5_000, 3).unwrap().unwrap();
     e.record_charge(b"req", score, first, 3);
     ship(&e, &mut replica);
     let mut e = Effect::default();
-    master.add_units(b"other", 5_001, 1).unwrap();
+    master.add_charge_units(b"other", 5_001, 1).unwrap();
     e.record_charge(b"other", 5_001, 4, 1);
-    let (score, first) = master.add_units(b"req", 5_000, 2).unwrap().unwrap();
+    let (score, first) = master.add_charge_units(b"req", 5_000, 2).unwrap().unwrap();
     e.record_charge(b"req", score, first, 2);
     ship(&e, &mut replica);
     assert_eq!(replica, master);
     assert_eq!(replica.charges(), master.charges());
     let mut e = Effect::default();
-    master.remove_units(b"req", 1).unwrap();
+    master.cut_charge(b"req", 1).unwrap();
     e.record_cut(b"req", 1);
     ship(&e, &mut replica);
     assert_eq!(replica, master);
