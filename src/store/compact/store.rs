@@ -56,6 +56,25 @@ impl TypeValue for CompactLog {
             let count = i64::try_from(r.count).unwrap_or(i64::MAX);
             group(&[r.score, r.first, count]);
         });
+        // Then each charge made with an ID, by request id: -1 (no score
+        // is negative), the id's length and bytes (eight to an integer),
+        // the score, and each span's first member and count.
+        for r in self.charges() {
+            let mut words: Vec<i64> = vec![-1, r.request.len() as i64];
+            for piece in r.request.chunks(8) {
+                let mut b = [0u8; 8];
+                for (d, s) in b.iter_mut().zip(piece) {
+                    *d = *s;
+                }
+                words.push(i64::from_le_bytes(b));
+            }
+            words.push(r.score);
+            for s in &r.spans {
+                words.push(s.first);
+                words.push(i64::try_from(s.count).unwrap_or(i64::MAX));
+            }
+            group(&words);
+        }
     }
 
     fn heap_blocks(&self) -> Vec<*const u8> {
