@@ -1363,7 +1363,6 @@ fn defrag(flavor: Flavor) {
     );
 }
 
-
 fn int_of(c: &mut Connection, args: &[&str]) -> i64 {
     match cmd(c, args) {
         Ok(Value::Int(n)) => n,
@@ -1395,7 +1394,10 @@ fn request_ids(flavor: Flavor) {
     let mut c = master.conn();
     let k = "ids";
     let check_id = |c: &mut Connection, cost: &str, id: &str| {
-        int_of(c, &["SLIDEWIN.CHECK", k, "3", "600000", "COST", cost, "ID", id])
+        int_of(
+            c,
+            &["SLIDEWIN.CHECK", k, "3", "600000", "COST", cost, "ID", id],
+        )
     };
     assert_eq!(check_id(&mut c, "2", "r1"), 1);
     assert_eq!(key_type(&mut c, k), "slidewlog");
@@ -1404,36 +1406,73 @@ fn request_ids(flavor: Flavor) {
     assert_eq!(entries(&mut c, k), 2, "charged once");
     // Denied: nothing recorded, a retry is judged again.
     assert_eq!(check_id(&mut c, "2", "r2"), 0);
-    assert_eq!(int_of(&mut c, &["SLIDEWIN.SETTLE", k, "ID", "r2", "COST", "1"]), -1);
+    assert_eq!(
+        int_of(&mut c, &["SLIDEWIN.SETTLE", k, "ID", "r2", "COST", "1"]),
+        -1
+    );
     // UNDO by member never takes a charge's unit (ids 1 and 2, tokens too).
     let now = server_ms(&mut c).to_string();
-    assert_eq!(int_of(&mut c, &["SLIDEWIN.UNDO", k, "1", "2", &format!("1@{now}")]), 0);
+    assert_eq!(
+        int_of(&mut c, &["SLIDEWIN.UNDO", k, "1", "2", &format!("1@{now}")]),
+        0
+    );
     assert_eq!(entries(&mut c, k), 2);
     // UNDO by ID: exact, then nothing.
     assert_eq!(int_of(&mut c, &["SLIDEWIN.UNDO", k, "ID", "r1"]), 2);
     assert_eq!(int_of(&mut c, &["SLIDEWIN.UNDO", k, "ID", "r1"]), 0);
-    assert_eq!(cmd(&mut c, &["EXISTS", k]).unwrap(), Value::Int(0), "emptied");
+    assert_eq!(
+        cmd(&mut c, &["EXISTS", k]).unwrap(),
+        Value::Int(0),
+        "emptied"
+    );
     // SETTLE up past the limit, down, to zero.
     assert_eq!(check_id(&mut c, "1", "r3"), 1);
     assert_eq!(check(&mut c, k, 3, 600_000), 1);
-    assert_eq!(int_of(&mut c, &["SLIDEWIN.SETTLE", k, "ID", "r3", "COST", "4"]), 4);
+    assert_eq!(
+        int_of(&mut c, &["SLIDEWIN.SETTLE", k, "ID", "r3", "COST", "4"]),
+        4
+    );
     assert_eq!(entries(&mut c, k), 5);
     assert_eq!(check(&mut c, k, 3, 600_000), 0, "past the limit: wait");
-    assert_eq!(int_of(&mut c, &["SLIDEWIN.SETTLE", k, "ID", "r3", "COST", "1"]), 1);
+    assert_eq!(
+        int_of(&mut c, &["SLIDEWIN.SETTLE", k, "ID", "r3", "COST", "1"]),
+        1
+    );
     assert_eq!(entries(&mut c, k), 2);
     assert_eq!(check(&mut c, k, 3, 600_000), 1);
-    assert_eq!(int_of(&mut c, &["SLIDEWIN.SETTLE", k, "ID", "r3", "COST", "2"]), 2);
+    assert_eq!(
+        int_of(&mut c, &["SLIDEWIN.SETTLE", k, "ID", "r3", "COST", "2"]),
+        2
+    );
     // A binary ID of 128 bytes; one of 129 is refused.
     let long = "\u{1}".repeat(128);
-    assert_eq!(check_id(&mut c, "0", &long), 1);
-    let too_long = "x".repeat(129);
-    assert!(
-        text(&mut c, &["SLIDEWIN.CHECK", k, "9", "600000", "ID", &too_long])
-            .starts_with("ERR ID must be 1 to 128 bytes"),
+    assert_eq!(
+        int_of(&mut c, &["SLIDEWIN.CHECK", k, "100", "600000", "ID", &long]),
+        1
     );
+    let too_long = "x".repeat(129);
+    assert!(text(
+        &mut c,
+        &["SLIDEWIN.CHECK", k, "9", "600000", "ID", &too_long]
+    )
+    .starts_with("ERR ID must be 1 to 128 bytes"),);
     // MCHECK: a charge on each key; a repeat charges nothing anywhere.
     let mcheck = |c: &mut Connection, id: &str| {
-        int_of(c, &["SLIDEWIN.MCHECK", "2", k, "100", "600000", "ids:b", "100", "600000", "ID", id])
+        int_of(
+            c,
+            &[
+                "SLIDEWIN.MCHECK",
+                "2",
+                k,
+                "100",
+                "600000",
+                "ids:b",
+                "100",
+                "600000",
+                "ID",
+                id,
+            ],
+        )
     };
     assert_eq!(mcheck(&mut c, "m1"), 1);
     assert_eq!(mcheck(&mut c, "m1"), 1);
@@ -1445,14 +1484,26 @@ fn request_ids(flavor: Flavor) {
     // split digest otherwise.
     let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut c).unwrap();
     assert_eq!(digest(&mut c), before, "DEBUG RELOAD keeps the charges");
-    assert_eq!(int_of(&mut c, &["SLIDEWIN.SETTLE", k, "ID", "r3", "COST", "2"]), 2);
+    assert_eq!(
+        int_of(&mut c, &["SLIDEWIN.SETTLE", k, "ID", "r3", "COST", "2"]),
+        2
+    );
     assert_eq!(check_id(&mut c, "1", "r3"), 1);
-    assert_eq!(entries(&mut c, k), 4, "r3 still charged after the reload");
+    assert_eq!(entries(&mut c, k), 6, "r3 still charged after the reload");
     // DUMP/RESTORE carries them (version 2 payload).
     let dump: Vec<u8> = redis::cmd("DUMP").arg(k).query(&mut c).unwrap();
-    let _: () = redis::cmd("RESTORE").arg("ids:copy").arg(0).arg(&dump).query(&mut c).unwrap();
+    let _: () = redis::cmd("RESTORE")
+        .arg("ids:copy")
+        .arg(pexpiretime(&mut c, k))
+        .arg(&dump)
+        .arg("ABSTTL")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(digest_value(&mut c, k), digest_value(&mut c, "ids:copy"));
-    assert_eq!(int_of(&mut c, &["SLIDEWIN.UNDO", "ids:copy", "ID", "r3"]), 2);
+    assert_eq!(
+        int_of(&mut c, &["SLIDEWIN.UNDO", "ids:copy", "ID", "r3"]),
+        2
+    );
     // The AOF rewrite writes them in the LOG payload.
     let before = digest(&mut c);
     let _: Value = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
@@ -1464,7 +1515,8 @@ fn request_ids(flavor: Flavor) {
         )
         .as_deref()
             == Some("0")
-            && info_field(&mut c, "persistence", "aof_rewrite_scheduled").as_deref()
+            && info_field(&mut c, "persistence", "aof_rewrite_scheduled")
+                .as_deref()
                 == Some("0")),
         "rewrite finished"
     );
@@ -1472,6 +1524,16 @@ fn request_ids(flavor: Flavor) {
     assert_eq!(digest(&mut c), before, "AOF rewrite keeps the charges");
     assert_eq!(int_of(&mut c, &["SLIDEWIN.UNDO", k, "ID", "r3"]), 2);
     assert_replica_matches(&master, &replica);
+    // The digest covers the charges: the same entry, charged or not,
+    // digests apart.
+    let t = server_ms(&mut c).to_string();
+    let _ = cmd(&mut c, &["SLIDEWIN.APPLY", "d1", "ADD", &t, "1", "1"]).unwrap();
+    let _ = cmd(
+        &mut c,
+        &["SLIDEWIN.APPLY", "d2", "CHARGE", "r", &t, "1", "1"],
+    )
+    .unwrap();
+    assert_ne!(digest_value(&mut c, "d1"), digest_value(&mut c, "d2"));
 }
 
 /// The table "Request IDs" of docs/compact-log.md: per row, per server,
@@ -1546,15 +1608,27 @@ fn charge_memory(flavor: Flavor) {
         .map(|i| words(&["CHARGE", &id(i), &t, &i.to_string(), "1", "PXAT", &pxat]))
         .collect();
     let measured = vec![
-        ("5 entries, five calls without ID".to_string(), measure(&mut c, five_plain)),
-        ("5 entries, five calls with an ID each".to_string(), measure(&mut c, five_ids)),
+        (
+            "5 entries, five calls without ID".to_string(),
+            measure(&mut c, five_plain),
+        ),
+        (
+            "5 entries, five calls with an ID each".to_string(),
+            measure(&mut c, five_ids),
+        ),
         (
             "1,000 entries, one call without ID".to_string(),
-            measure(&mut c, vec![words(&["ADD", &t, "1", "1000", "PXAT", &pxat])]),
+            measure(
+                &mut c,
+                vec![words(&["ADD", &t, "1", "1000", "PXAT", &pxat])],
+            ),
         ),
         (
             "1,000 entries, one call with an ID".to_string(),
-            measure(&mut c, vec![words(&["CHARGE", &id(0), &t, "1", "1000", "PXAT", &pxat])]),
+            measure(
+                &mut c,
+                vec![words(&["CHARGE", &id(0), &t, "1", "1000", "PXAT", &pxat])],
+            ),
         ),
     ];
     assert_eq!(
