@@ -257,7 +257,13 @@ fn execute_settle(ctx: &Context, argv: &[Arg]) -> RedisResult {
     let mut log = KeyLog::open_write(ctx, key)?;
     // An increase adds entries: bounded per call as CHECK's COST is.
     if let Some(charge) = log.charge(request.id)? {
-        args::entries_within(request.units.saturating_sub(charge.units), 1, bounds)?;
+        let added = request.units.saturating_sub(charge.units);
+        if args::entries_within(added, 1, bounds).is_err() {
+            return Err(RedisError::String(format!(
+                "ERR SETTLE to {} units would add {added} entries; slidewin.max-entries-per-call allows {} a call",
+                request.units, bounds.max_call_entries
+            )));
+        }
     }
     let settled = window::settle(&mut log, request.id, request.units)?;
     Ok(match settled {
