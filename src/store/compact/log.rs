@@ -251,11 +251,6 @@ impl CompactLog {
         }
     }
 
-    /// The score of member `id`, if the log holds it.
-    pub fn score_of(&self, id: i64) -> Option<i64> {
-        self.view().run_holding(id).map(|r| r.score)
-    }
-
     /// Whether member `id` is a unit of a charge made with an ID.
     pub fn charged(&self, id: i64) -> bool {
         match &self.repr {
