@@ -125,6 +125,7 @@ def main():
     ap.add_argument("--before", help="an older build of the module: its CHECK without ID is measured in the same run")
     ap.add_argument("--log-type", choices=["zset", "compact"], default="zset")
     ap.add_argument("--out", help="also write the tables (markdown) to this file")
+    ap.add_argument("--memory-only", action="store_true", help="only the MEMORY USAGE table (no callgrind)")
     opts = ap.parse_args()
     lines = []
 
@@ -132,9 +133,12 @@ def main():
         print(line, flush=True)
         lines.append(line)
 
+    version, mem = memory(opts.server, opts.log_type)
+    if opts.memory_only:
+        emit_memory(emit, opts, version, mem)
+        return finish(opts, lines)
     now = instructions(opts.server, bench.MODULE, opts.keys, opts.log_type, True)
     before = instructions(opts.server, opts.before, opts.keys, opts.log_type, False) if opts.before else None
-    version, mem = memory(opts.server, opts.log_type)
     emit(f"### {opts.server} {version}, log-type {opts.log_type}: instructions per call (callgrind)")
     emit()
     emit("| call | instructions | × CHECK without ID |")
@@ -147,6 +151,11 @@ def main():
     emit(f"| the same call repeated (charges nothing) | {now['repeat']:,.0f} | {now['repeat'] / now['check']:.2f} |")
     emit(f"| SETTLE of a 5-unit charge (to 2, then back to 5) | {now['settle']:,.0f} | {now['settle'] / now['check']:.2f} |")
     emit()
+    emit_memory(emit, opts, version, mem)
+    finish(opts, lines)
+
+
+def emit_memory(emit, opts, version, mem):
     emit(f"### {opts.server} {version}, log-type {opts.log_type}: MEMORY USAGE")
     emit()
     emit("| charges | key of five COST 1 calls (bytes) | per entry, one COST 100 call | per entry, one COST 1000 call |")
@@ -154,6 +163,9 @@ def main():
     for label, five, e100, e1000 in mem:
         emit(f"| {label} | {five} | {e100:.1f} | {e1000:.1f} |")
     emit()
+
+
+def finish(opts, lines):
     if opts.out:
         with open(opts.out, "w") as f:
             f.write("\n".join(lines) + "\n")

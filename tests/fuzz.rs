@@ -184,7 +184,9 @@ fn argv(
             // a call made.
             let (k, id) = match charged.is_empty() || rng.random_bool(0.3) {
                 true => (key(rng), request_id(rng)),
-                false => charged[rng.random_range(0..charged.len())].clone(),
+                // The newest charges: the old ones may have expired.
+                false => charged[rng.random_range(charged.len().saturating_sub(4)..charged.len())]
+                    .clone(),
             };
             args.push(k);
             args.push(if shape == 0 {
@@ -205,7 +207,9 @@ fn argv(
         "SLIDEWIN.UNDO" if shape == 9 => {
             let (k, id) = match charged.is_empty() || rng.random_bool(0.3) {
                 true => (key(rng), request_id(rng)),
-                false => charged[rng.random_range(0..charged.len())].clone(),
+                // The newest charges: the old ones may have expired.
+                false => charged[rng.random_range(charged.len().saturating_sub(4)..charged.len())]
+                    .clone(),
             };
             args.push(k);
             args.push(b"ID".to_vec());

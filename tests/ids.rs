@@ -51,6 +51,10 @@ on_every_log! {
     replicas_and_the_aof_reach_the_same_entries => replication_and_aof;
 }
 
+on_every_server! {
+    what_an_id_costs_is_what_performance_md_says => memory_figures;
+}
+
 fn call(c: &mut Connection, command: &str, args: &[&str]) -> Value {
     slidewin(c, command, args).unwrap_or_else(|e| panic!("{command} {args:?}: {e}"))
 }
@@ -728,5 +732,73 @@ fn replication_and_aof(flavor: Flavor, log: Log) {
         digest(&mut m),
         before,
         "the AOF reproduces the entries and ids"
+    );
+}
+
+/// The row of docs/performance.md's request-id memory table for `server`:
+/// `| server | a | b | c | d |`, numbers without separators.
+fn documented_memory(server: &str) -> Vec<f64> {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/performance.md"))
+        .expect("docs/performance.md");
+    let section = page
+        .split("\n## ")
+        .find(|s| s.starts_with("Request IDs"))
+        .expect("a 'Request IDs' section");
+    let row = section
+        .lines()
+        .find(|l| l.starts_with(&format!("| {server} ")))
+        .unwrap_or_else(|| panic!("no row for {server}"));
+    row.split('|')
+        .skip(2)
+        .filter(|c| !c.trim().is_empty())
+        .map(|c| c.trim().replace(',', "").parse().expect("a number"))
+        .collect()
+}
+
+/// MEMORY USAGE of sorted-set keys made with and without 16-byte ids: five
+/// calls of COST 1 (five charges with ids), and one call of COST 100 (bytes
+/// per entry), against the figures docs/performance.md prints.
+fn memory_figures(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    let usage = |c: &mut Connection, key: &str| -> i64 {
+        redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(key)
+            .arg("SAMPLES")
+            .arg(0)
+            .query(c)
+            .unwrap()
+    };
+    let id = |i: usize| format!("{i:016x}");
+    for i in 0..5 {
+        call(&mut c, "SLIDEWIN.CHECK", &["five:plain", "5", "60000"]);
+        call(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &["five:ids", "5", "60000", "ID", &id(i)],
+        );
+    }
+    call(
+        &mut c,
+        "SLIDEWIN.CHECK",
+        &["cost:plain", "1000", "60000", "COST", "100"],
+    );
+    call(
+        &mut c,
+        "SLIDEWIN.CHECK",
+        &["cost:ids", "1000", "60000", "COST", "100", "ID", &id(9)],
+    );
+    let got = [
+        usage(&mut c, "five:plain") as f64,
+        usage(&mut c, "five:ids") as f64,
+        (usage(&mut c, "cost:plain") as f64 / 100.0 * 10.0).round() / 10.0,
+        (usage(&mut c, "cost:ids") as f64 / 100.0 * 10.0).round() / 10.0,
+    ];
+    assert_eq!(
+        got.to_vec(),
+        documented_memory(flavor.name()),
+        "{}: measured {got:?}",
+        flavor.name()
     );
 }
