@@ -14,20 +14,28 @@ use support::*;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Log {
     Zset,
+    Compact,
 }
 
 fn options(flavor: Flavor, log: Log) -> Options {
     match log {
         Log::Zset => Options::new(flavor),
+        Log::Compact => Options::new(flavor).module_args(&["log-type", "compact"]),
     }
 }
 
-/// Declares each test on both logs and every server: `sorted_sets::redis_7_0::name`.
+/// Declares each test on both logs and every server: `sorted_sets::redis_7_0::name`,
+/// `compact_logs::redis_7_0::name`.
 macro_rules! on_every_log {
     ($($name:ident => $body:ident;)*) => {
         mod sorted_sets {
             use super::support;
             $( fn $body(f: support::Flavor) { super::$body(f, super::Log::Zset) } )*
+            crate::on_every_server! { $($name => $body;)* }
+        }
+        mod compact_logs {
+            use super::support;
+            $( fn $body(f: support::Flavor) { super::$body(f, super::Log::Compact) } )*
             crate::on_every_server! { $($name => $body;)* }
         }
     };
@@ -286,16 +294,35 @@ fn undo_by_id(flavor: Flavor, log: Log) {
     assert_eq!(zcard(&mut c, k), 9);
     // UNDO by member never removes an entry of a charge made with an id,
     // whatever name it is given.
-    let members: Vec<Vec<u8>> = redis::cmd("ZRANGE")
-        .arg(k)
-        .arg(0)
-        .arg(-1)
-        .query(&mut c)
-        .unwrap();
+    // (A compact log names a charge's units by member ids, like any
+    // entry's: every id but the call's without an id, plain and as a token.)
+    let members: Vec<Vec<u8>> = match log {
+        Log::Zset => redis::cmd("ZRANGE")
+            .arg(k)
+            .arg(0)
+            .arg(-1)
+            .query(&mut c)
+            .unwrap(),
+        Log::Compact => entries(&mut c, k.as_bytes())
+            .into_iter()
+            // The first call's members, 1 and 2, are the call's without an id.
+            .filter(|(m, _)| m.as_slice() != b"1" && m.as_slice() != b"2")
+            .flat_map(|(m, s)| {
+                let token = [m.clone(), format!("@{s}").into_bytes()].concat();
+                [[b"#".to_vec(), m].concat(), token]
+            })
+            .collect(),
+    };
     let mut undo = redis::cmd("SLIDEWIN.UNDO");
     undo.arg(k);
     for m in members.iter().filter(|m| m.first() == Some(&b'#')) {
         undo.arg(m);
+    }
+    if log == Log::Compact {
+        for m in members.iter().filter(|m| m.first() != Some(&b'#')) {
+            undo.arg(m);
+            undo.arg(m.split(|&b| b == b'@').next().unwrap_or(&[]));
+        }
     }
     assert_eq!(undo.query::<i64>(&mut c).unwrap(), 0);
     assert_eq!(int(&call(&mut c, "SLIDEWIN.UNDO", &[k, "ID", "b"])), 4);
@@ -321,11 +348,16 @@ fn settle(flavor: Flavor, log: Log) {
         ),
         Value::Int(1)
     );
-    let at: f64 = redis::cmd("ZSCORE")
-        .arg(k)
-        .arg("#1:r1")
-        .query(&mut c)
-        .unwrap();
+    // The charge's time (a compact log names its units by ids: the first
+    // call's entries, which come first).
+    let at: f64 = match log {
+        Log::Zset => redis::cmd("ZSCORE")
+            .arg(k)
+            .arg("#1:r1")
+            .query(&mut c)
+            .unwrap(),
+        Log::Compact => entries(&mut c, k.as_bytes())[0].1,
+    };
     // Down: the response used 25.
     assert_eq!(
         int(&call(
@@ -362,11 +394,26 @@ fn settle(flavor: Flavor, log: Log) {
     );
     assert_eq!(zcard(&mut c, k), 135);
     let scores: Vec<(Vec<u8>, f64)> = entries(&mut c, k.as_bytes());
-    let r1: Vec<f64> = scores
-        .iter()
-        .filter(|(m, _)| m.starts_with(b"#") && m.ends_with(b":r1"))
-        .map(|&(_, s)| s)
-        .collect();
+    let r1: Vec<f64> = match log {
+        Log::Zset => scores
+            .iter()
+            .filter(|(m, _)| m.starts_with(b"#") && m.ends_with(b":r1"))
+            .map(|&(_, s)| s)
+            .collect(),
+        // r1's 25 units, then r2's 75, then r1's 35 more.
+        Log::Compact => {
+            let mut by_id: Vec<(i64, f64)> = scores
+                .iter()
+                .map(|(m, s)| (String::from_utf8_lossy(m).parse().unwrap(), *s))
+                .collect();
+            by_id.sort_by_key(|e| e.0);
+            by_id[..25]
+                .iter()
+                .chain(&by_id[100..])
+                .map(|e| e.1)
+                .collect()
+        }
+    };
     assert_eq!(r1.len(), 60);
     assert!(
         r1.iter().all(|&s| s == at),
@@ -624,6 +671,7 @@ fn replication_and_aof(flavor: Flavor, log: Log) {
         .start();
     let replica = match log {
         Log::Zset => replica_without_module(&master, flavor),
+        Log::Compact => replica_with(&master, options(flavor, Log::Compact)),
     };
     let mut m = master.conn();
     for i in 0..200 {
@@ -671,7 +719,10 @@ fn replication_and_aof(flavor: Flavor, log: Log) {
         .map(|cmd| String::from_utf8_lossy(&cmd[0]).to_ascii_uppercase())
         .collect();
     assert!(
-        names.iter().all(|n| !n.contains("SLIDEWIN")),
+        // (A compact log's effects are SLIDEWIN.APPLY.)
+        names
+            .iter()
+            .all(|n| !n.contains("SLIDEWIN") || (log == Log::Compact && n == "SLIDEWIN.APPLY")),
         "effects, never the command: {names:?}"
     );
     let _: () = redis::cmd("DEBUG")

@@ -32,7 +32,7 @@ STORES = ("zset", "compact", "library")
 #: The module refuses ID and SETTLE on compact logs until they hold charge
 #: records (issue 32, step 2): a test that uses ids must fail there until
 #: then, and one that passes fails the run (strict), so this goes when they do.
-COMPACT_IDS = False
+COMPACT_IDS = True
 #: The tests here that send no id (they pass on compact logs already).
 WITHOUT_IDS = {"test_members_are_opaque_tokens_given_back_unchanged", "test_a_call_without_an_id_is_never_sent_again"}
 
