@@ -126,7 +126,7 @@ fn plain_call(c: &mut Connection, rng: &mut rand::rngs::ThreadRng) -> Call {
     let received_ms = wall_ms();
     let allowed = reply.first() == Some(&redis::Value::Int(1));
     let members: Vec<Vec<u8>> =
-        redis::from_redis_value(reply.last().expect("members")).expect("members");
+        redis::from_redis_value_ref(reply.last().expect("members")).expect("members");
     assert_eq!(
         members.len(),
         usize::from(allowed),
@@ -288,7 +288,7 @@ fn mixed_call(c: &mut Connection, rng: &mut rand::rngs::ThreadRng) -> MixedCall 
     let received_ms = wall_ms();
     let allowed = reply.first() == Some(&redis::Value::Int(1));
     let members: Vec<Vec<u8>> =
-        redis::from_redis_value(reply.last().expect("members")).expect("members");
+        redis::from_redis_value_ref(reply.last().expect("members")).expect("members");
     MixedCall {
         rules,
         cost,

@@ -348,7 +348,7 @@ fn same(m: &Value, f: &Value, path: &str) {
                             let ids = |vs: &[Value]| -> Vec<i64> {
                                 vs.iter()
                                     .map(|v| {
-                                        let s: String = redis::from_redis_value(v).unwrap();
+                                        let s: String = redis::from_redis_value_ref(v).unwrap();
                                         s.parse::<i64>()
                                             .unwrap_or_else(|_| panic!("{path}: member {s}"))
                                     })
@@ -556,7 +556,7 @@ fn shared_keys_on(pair: &mut Pair) {
     let names: std::collections::HashSet<&Vec<u8>> = all.iter().map(|(m, _)| m).collect();
     assert_eq!(names.len(), 4, "no member collided");
     // The peek agrees too, and the library's UNDO gives an entry back.
-    let p: Vec<i64> = redis::from_redis_value(&lib(c, "PEEK", &["4", "60000"])).unwrap();
+    let p: Vec<i64> = redis::from_redis_value_ref(&lib(c, "PEEK", &["4", "60000"])).unwrap();
     assert_eq!(p[..3], [0, 4, 0]);
     let m = String::from_utf8(all[0].0.clone()).unwrap();
     assert_eq!(lib(c, "UNDO", &[&m]), Value::Int(1));
