@@ -14,6 +14,7 @@
 
 use std::fmt;
 
+use crate::member::MAX_REQUEST_ID;
 use crate::window::{KeyedRule, Rule, Want};
 
 /// Default of `slidewin.max-limit`: the largest `limit` and `count`.
@@ -68,11 +69,21 @@ pub enum Command {
 
 /// The options after the limit and window (CHECK, PEEK) or the rules (MCHECK).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Options {
+struct Options<'a> {
     cost: u64,
     detail: bool,
     with_members: bool,
     with_oldest: bool,
+    id: Option<&'a [u8]>,
+}
+
+/// A request id as `ID` takes it: 1 to [`MAX_REQUEST_ID`] bytes.
+fn request_id(bytes: &[u8]) -> Result<&[u8], ArgError> {
+    if (1..=MAX_REQUEST_ID).contains(&bytes.len()) {
+        Ok(bytes)
+    } else {
+        Err(ArgError::RequestId)
+    }
 }
 
 /// Parses `[COST count] [DETAIL] [WITHMEMBERS] [WITHOLDEST]`; PEEK takes
@@ -85,15 +96,17 @@ fn parse_options<'a>(
     write: bool,
     single: bool,
     bounds: Bounds,
-) -> Result<Options, ArgError> {
+) -> Result<Options<'a>, ArgError> {
     let mut o = Options {
         cost: 1,
         detail: false,
         with_members: false,
         with_oldest: false,
+        id: None,
     };
     let (mut seen_cost, mut seen_detail, mut seen_members, mut seen_oldest) =
         (false, false, false, false);
+    let mut seen_id = false;
     let once = |seen: &mut bool, name: &'static str| {
         if std::mem::replace(seen, true) {
             Err(ArgError::RepeatedOption(name))
@@ -116,12 +129,20 @@ fn parse_options<'a>(
             o.with_members = true;
         } else if !write && option.eq_ignore_ascii_case(b"WITHMEMBERS") {
             return Err(ArgError::PeekMembers);
+        } else if write && option.eq_ignore_ascii_case(b"ID") {
+            once(&mut seen_id, "ID")?;
+            o.id = Some(request_id(args.next().ok_or(ArgError::MissingId)?)?);
+        } else if !write && option.eq_ignore_ascii_case(b"ID") {
+            return Err(ArgError::PeekId);
         } else if single && option.eq_ignore_ascii_case(b"WITHOLDEST") {
             once(&mut seen_oldest, "WITHOLDEST")?;
             o.with_oldest = true;
         } else {
             return Err(ArgError::UnknownOption(printable(option)));
         }
+    }
+    if o.with_members && o.id.is_some() {
+        return Err(ArgError::MembersWithId);
     }
     Ok(o)
 }
@@ -150,11 +171,13 @@ impl Reply {
 }
 
 /// The validated arguments that follow the key: the rule (limit, window,
-/// cost) and the reply options.
+/// cost), the reply options and the request id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Request {
+pub struct Request<'a> {
     pub rule: Rule,
     pub reply: Reply,
+    /// `ID <request-id>`: the call is charged once under it.
+    pub id: Option<&'a [u8]>,
 }
 
 /// The largest `numrules` of SLIDEWIN.MCHECK.
@@ -184,10 +207,12 @@ pub fn mcheck_key_positions(numrules: Option<&[u8]>, argc: usize) -> impl Iterat
 /// `SLIDEWIN.MCHECK numrules key limit window_ms [...] [COST count] [DETAIL] [WITHMEMBERS]`:
 /// each rule's `key` is the key's argument, counted from the command name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MultiRequest {
+pub struct MultiRequest<'a> {
     pub rules: Vec<KeyedRule>,
     pub cost: u64,
     pub reply: Reply,
+    /// `ID <request-id>`: the call is charged once under it.
+    pub id: Option<&'a [u8]>,
 }
 
 /// Why an argument vector was refused. `Display` gives the exact reply text.
@@ -211,6 +236,18 @@ pub enum ArgError {
     PeekMembers,
     /// MCHECK's `numrules` is not an integer in `1..=MAX_RULES`.
     NumRules,
+    /// `ID`'s request id is empty or longer than [`MAX_REQUEST_ID`].
+    RequestId,
+    /// `ID` was the last argument.
+    MissingId,
+    /// PEEK was given ID: it records nothing.
+    PeekId,
+    /// WITHMEMBERS with ID: a charge made with an ID is given back by it.
+    MembersWithId,
+    /// SETTLE's `units` is not an integer in `0..=max`.
+    SettleUnits { max: i64 },
+    /// SETTLE's or UNDO's words are not where its syntax puts them.
+    Syntax(&'static str),
     /// TOP's `count` is not an integer in `1..=MAX_TOP_COUNT`.
     TopCount,
     /// TOP was given both DENIED and ALLOWED.
@@ -259,6 +296,19 @@ impl fmt::Display for ArgError {
                 f,
                 "ERR numrules must be an integer between 1 and {MAX_RULES}, followed by that many 'key limit window_ms' triples"
             ),
+            ArgError::RequestId => write!(f, "ERR ID must be 1 to {MAX_REQUEST_ID} bytes"),
+            ArgError::MissingId => f.write_str("ERR ID needs a request id"),
+            ArgError::PeekId => {
+                f.write_str("ERR PEEK records nothing: ID applies to CHECK and MCHECK")
+            }
+            ArgError::MembersWithId => f.write_str(
+                "ERR WITHMEMBERS and ID cannot be combined: give a charge made with an ID back with SLIDEWIN.UNDO key ID request-id",
+            ),
+            ArgError::SettleUnits { max } => write!(
+                f,
+                "ERR COST units must be an integer between 0 and {max} (slidewin.max-limit)"
+            ),
+            ArgError::Syntax(usage) => write!(f, "ERR syntax error: {usage}"),
             ArgError::TopCount => write!(
                 f,
                 "ERR count must be an integer between 1 and {MAX_TOP_COUNT}"
@@ -351,13 +401,14 @@ pub fn parse<'a>(
     command: Command,
     mut args: impl Iterator<Item = &'a [u8]>,
     bounds: Bounds,
-) -> Result<Request, ArgError> {
+) -> Result<Request<'a>, ArgError> {
     let (Some(limit), Some(window)) = (args.next(), args.next()) else {
         return Err(ArgError::WrongArity);
     };
     let (limit, window_ms) = limit_and_window(limit, window, bounds)?;
     let o = parse_options(&mut args, command == Command::Check, true, bounds)?;
     Ok(Request {
+        id: o.id,
         rule: Rule {
             limit,
             window_ms,
@@ -378,7 +429,7 @@ pub fn parse<'a>(
 pub fn parse_multi<'a>(
     args: impl Iterator<Item = &'a [u8]>,
     bounds: Bounds,
-) -> Result<MultiRequest, ArgError> {
+) -> Result<MultiRequest<'a>, ArgError> {
     let mut args = args.enumerate().map(|(i, a)| (i + 1, a));
     let Some((_, numrules)) = args.next() else {
         return Err(ArgError::WrongArity);
@@ -403,6 +454,7 @@ pub fn parse_multi<'a>(
     }
     let o = parse_options(&mut args.map(|(_, a)| a), true, false, bounds)?;
     Ok(MultiRequest {
+        id: o.id,
         rules,
         cost: o.cost,
         reply: Reply {
@@ -411,6 +463,54 @@ pub fn parse_multi<'a>(
             with_oldest: false,
         },
     })
+}
+
+/// `SLIDEWIN.SETTLE key ID request-id COST units`, after the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettleRequest<'a> {
+    pub id: &'a [u8],
+    /// The units the charge is to hold: 0 to `max-limit`.
+    pub units: u64,
+}
+
+const SETTLE_USAGE: &str = "SLIDEWIN.SETTLE key ID request-id COST units";
+
+/// Parses `ID request-id COST units` (the server checked the arity).
+pub fn parse_settle<'a>(args: &[&'a [u8]], bounds: Bounds) -> Result<SettleRequest<'a>, ArgError> {
+    let [id_word, id, cost_word, units] = args else {
+        return Err(ArgError::WrongArity);
+    };
+    if !id_word.eq_ignore_ascii_case(b"ID") || !cost_word.eq_ignore_ascii_case(b"COST") {
+        return Err(ArgError::Syntax(SETTLE_USAGE));
+    }
+    let units = parse_i64(units)
+        .filter(|v| (0..=bounds.max_limit).contains(v))
+        .and_then(|v| u64::try_from(v).ok())
+        .ok_or(ArgError::SettleUnits {
+            max: bounds.max_limit,
+        })?;
+    Ok(SettleRequest {
+        id: request_id(id)?,
+        units,
+    })
+}
+
+/// What `SLIDEWIN.UNDO key ...` gives back: the entries named by members
+/// (or tokens), or the charge under a request id (`ID request-id`, exactly
+/// those two arguments).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UndoRequest<'a> {
+    Members,
+    Id(&'a [u8]),
+}
+
+/// Reads UNDO's arguments after the key.
+pub fn parse_undo<'a>(args: &[&'a [u8]]) -> Result<UndoRequest<'a>, ArgError> {
+    match args {
+        [] => Err(ArgError::WrongArity),
+        [word, id] if word.eq_ignore_ascii_case(b"ID") => Ok(UndoRequest::Id(request_id(id)?)),
+        _ => Ok(UndoRequest::Members),
+    }
 }
 
 /// The largest `count` of SLIDEWIN.TOP.

@@ -2,7 +2,7 @@
 use super::*;
 use proptest::prelude::*;
 
-fn parse_strs(command: Command, args: &[&str]) -> Result<Request, ArgError> {
+fn parse_strs(command: Command, args: &[&'static str]) -> Result<Request<'static>, ArgError> {
     parse(
         command,
         args.iter().map(|a| a.as_bytes()),
@@ -98,6 +98,7 @@ fn valid_requests() {
     ];
     for (command, args, (limit, window_ms, cost, detail)) in cases {
         let expected = Request {
+            id: None,
             rule: Rule {
                 limit: *limit,
                 window_ms: *window_ms,
@@ -204,7 +205,8 @@ fn invalid_requests() {
 
 #[test]
 fn multi_requests() {
-    let p = |args: &[&str]| parse_multi(args.iter().map(|a| a.as_bytes()), Bounds::default());
+    let p =
+        |args: &[&'static str]| parse_multi(args.iter().map(|a| a.as_bytes()), Bounds::default());
     let r = p(&[
         "2",
         "ip",
@@ -278,7 +280,8 @@ fn configured_bounds_apply() {
         max_window_ms: 1000,
         max_call_entries: 10,
     };
-    let p = |args: &[&str]| parse(Command::Check, args.iter().map(|a| a.as_bytes()), bounds);
+    let p =
+        |args: &[&'static str]| parse(Command::Check, args.iter().map(|a| a.as_bytes()), bounds);
     assert!(p(&["10", "1000"]).is_ok());
     assert_eq!(p(&["11", "1000"]), Err(ArgError::Limit { max: 10 }));
     assert_eq!(p(&["10", "1001"]), Err(ArgError::Window { max: 1000 }));
@@ -472,7 +475,7 @@ fn mcheck_key_layout_is_one() {
 
 #[test]
 fn top_arguments() {
-    let p = |args: &[&str]| parse_top(args.iter().map(|a| a.as_bytes()));
+    let p = |args: &[&'static str]| parse_top(args.iter().map(|a| a.as_bytes()));
     let r = |count, allowed, reset| {
         Ok(TopRequest {
             count,
@@ -511,7 +514,7 @@ fn top_arguments() {
 
 #[test]
 fn top_unknown_words_are_named() {
-    let p = |args: &[&str]| parse_top(args.iter().map(|a| a.as_bytes()));
+    let p = |args: &[&'static str]| parse_top(args.iter().map(|a| a.as_bytes()));
     assert_eq!(p(&["LATER"]), Err(ArgError::UnknownOption("LATER".into())));
 }
 

@@ -93,6 +93,15 @@ const WITHOLDEST: ArgDoc = ArgDoc {
     )
 };
 
+const ID: ArgDoc = ArgDoc {
+    token: Some(c"ID"),
+    optional: true,
+    ..required(
+        c"request-id",
+        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+    )
+};
+
 /// Everything the server is told about one command.
 pub struct CommandDoc {
     pub name: &'static CStr,
@@ -106,10 +115,10 @@ pub struct CommandDoc {
     pub args: &'static [ArgDoc],
 }
 
-/// `SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL] [WITHMEMBERS] [WITHOLDEST]`.
+/// `SLIDEWIN.CHECK key limit window_ms [COST count] [ID request-id] [DETAIL] [WITHMEMBERS] [WITHOLDEST]`.
 pub const CHECK: CommandDoc = CommandDoc {
     name: c"slidewin.check",
-    summary: c"Records a call of `count` units (default 1) and replies 1 if they fit under `limit` in the trailing `window_ms` milliseconds; else replies 0 and records nothing. DETAIL replies [allowed, limit, remaining, retry_after_ms, reset_after_ms]; WITHOLDEST adds oldest_age_ms (-1 when empty), WITHMEMBERS the members added.",
+    summary: c"Records a call of `count` units (default 1) and replies 1 if they fit under `limit` in the trailing `window_ms` milliseconds; else replies 0 and records nothing. DETAIL replies [allowed, limit, remaining, retry_after_ms, reset_after_ms]; WITHOLDEST adds oldest_age_ms (-1 when empty), WITHMEMBERS the members added (tokens for SLIDEWIN.UNDO). With ID, the units are a charge under that request id: while the key holds it, the same ID charges nothing and replies 1.",
     complexity: c"O(log(N) + M*log(N) + C*log(N)) with N the entries in the key, M the expired entries removed and C the count added; DETAIL on a denied call adds O(min(k, N-k)) to find the entry to wait for.",
     since: c"0.1.0",
     arity: -4,
@@ -117,7 +126,7 @@ pub const CHECK: CommandDoc = CommandDoc {
         | raw::REDISMODULE_CMD_KEY_ACCESS
         | raw::REDISMODULE_CMD_KEY_UPDATE,
     keys: Keys::First,
-    args: &[KEY, LIMIT, WINDOW, COST, DETAIL, WITHMEMBERS, WITHOLDEST],
+    args: &[KEY, LIMIT, WINDOW, COST, ID, DETAIL, WITHMEMBERS, WITHOLDEST],
 };
 
 /// `SLIDEWIN.PEEK key limit window_ms [COST count] [DETAIL] [WITHOLDEST]`.
@@ -135,7 +144,7 @@ pub const PEEK: CommandDoc = CommandDoc {
 /// `SLIDEWIN.MCHECK numrules key limit window_ms [...] [COST count] [DETAIL] [WITHMEMBERS]`.
 pub const MCHECK: CommandDoc = CommandDoc {
     name: c"slidewin.mcheck",
-    summary: c"Judges several sliding-window rules (key limit window_ms) on one clock reading and records `count` units in every key only if every rule allows them; replies 1/0, or with DETAIL [allowed, retry_after_ms, one five-field array per rule].",
+    summary: c"Judges several sliding-window rules (key limit window_ms) on one clock reading and records `count` units in every key only if every rule allows them; replies 1/0, or with DETAIL [allowed, retry_after_ms, one five-field array per rule]. With ID, the units are a charge under that request id in each key: while any of the keys holds it, the same ID charges nothing and replies 1.",
     complexity: c"The sum over its keys of SLIDEWIN.CHECK's complexity.",
     since: c"0.1.0",
     arity: -5,
@@ -159,16 +168,17 @@ pub const MCHECK: CommandDoc = CommandDoc {
             )
         },
         COST,
+        ID,
         DETAIL,
         WITHMEMBERS,
     ],
 };
 
-/// `SLIDEWIN.UNDO key member [member ...]`.
+/// `SLIDEWIN.UNDO key member [member ...]` or `SLIDEWIN.UNDO key ID request-id`.
 pub const UNDO: CommandDoc = CommandDoc {
     name: c"slidewin.undo",
-    summary: c"Removes entries a check added (members from WITHMEMBERS), giving the attempt back; replies how many were removed.",
-    complexity: c"O(M*log(N)) with M the members given and N the entries in the key.",
+    summary: c"Removes entries a check added, giving the attempt back: the members WITHMEMBERS handed out (a token <id>@<ms> only while its entry is still scored ms), or with ID the whole charge made under that request id; replies how many entries were removed.",
+    complexity: c"O(M*log(N)) with M the members given (or the units of the charge) and N the entries in the key.",
     since: c"0.1.0",
     arity: -3,
     key_flags: raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_DELETE,
@@ -176,10 +186,53 @@ pub const UNDO: CommandDoc = CommandDoc {
     args: &[
         KEY,
         ArgDoc {
-            multiple: true,
+            subargs: &[
+                ArgDoc {
+                    multiple: true,
+                    ..required(
+                        c"member",
+                        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+                    )
+                },
+                ArgDoc {
+                    token: Some(c"ID"),
+                    ..required(
+                        c"request-id",
+                        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+                    )
+                },
+            ],
             ..required(
-                c"member",
+                c"what",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
+            )
+        },
+    ],
+};
+
+/// `SLIDEWIN.SETTLE key ID request-id COST units`.
+pub const SETTLE: CommandDoc = CommandDoc {
+    name: c"slidewin.settle",
+    summary: c"Sets the units of the charge a CHECK or MCHECK made under a request id: fewer gives the difference back, more adds it at the charge's own time (past the limit if need be), 0 gives it all back. Replies the units now charged, or -1 when the key holds no charge under that id.",
+    complexity: c"O((log(U) + D)*log(N)) with U the charge's units, D the units added or removed and N the entries in the key.",
+    since: c"0.2.0",
+    arity: 6,
+    key_flags: raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE,
+    keys: Keys::First,
+    args: &[
+        KEY,
+        ArgDoc {
+            token: Some(c"ID"),
+            ..required(
+                c"request-id",
                 raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+            )
+        },
+        ArgDoc {
+            token: Some(c"COST"),
+            ..required(
+                c"units",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
             )
         },
     ],

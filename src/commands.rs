@@ -5,15 +5,15 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
-use crate::args::{self, ArgError, Command, Reply};
+use crate::args::{self, ArgError, Command, Reply, UndoRequest};
 use crate::ffi::{Arg, StoreError};
 use crate::store::compact::effect::Effect;
 use crate::store::compact::store::{self as compact_store, LOG_TYPE};
 use crate::store::key_log::KeyLog;
 use crate::store::zset::{Key, KeyKind};
 use crate::top::Outcome;
-use crate::window::{self, Detail, KeyedRule, Verdict};
-use crate::{clock, config, counters, hitters};
+use crate::window::{self, Detail, KeyedRule, Verdict, WindowLog};
+use crate::{clock, config, counters, hitters, member};
 
 impl From<ArgError> for RedisError {
     fn from(e: ArgError) -> Self {
@@ -54,19 +54,37 @@ fn five(allowed: bool, limit: u64, d: &Detail) -> Vec<RedisValue> {
     ]
 }
 
-/// The members added, as bulk strings (what SLIDEWIN.UNDO takes back).
-fn members(ids: &[i64]) -> RedisValue {
+/// The members added, as the tokens `<id>@<ms>` SLIDEWIN.UNDO takes back
+/// (every entry of a call is scored `now_ms`).
+fn members(ids: &[i64], now_ms: i64) -> RedisValue {
     RedisValue::Array(
         ids.iter()
-            .map(|id| RedisValue::BulkString(id.to_string()))
+            .map(|&id| RedisValue::BulkString(member::token(id, now_ms)))
             .collect(),
     )
+}
+
+/// Refuses a request id on a compact log: its charges are not kept there
+/// yet. Nothing has changed when this is checked.
+fn ids_supported(log: &KeyLog, id: Option<&[u8]>) -> Result<(), RedisError> {
+    match id.is_some() && log.is_compact() {
+        true => Err(RedisError::Str(
+            "ERR request ids (ID, SETTLE) need a sorted-set log: this key is a compact log (slidewin.log-type compact)",
+        )),
+        false => Ok(()),
+    }
 }
 
 /// The reply for a verdict: `1`/`0`, or the five-field DETAIL array, plus
 /// the oldest entry's age with WITHOLDEST (`oldest_age_ms`, -1 for an
 /// empty window), plus, last, the members added with WITHMEMBERS.
-fn reply(options: Reply, limit: u64, verdict: &Verdict, oldest_age: Option<i64>) -> RedisValue {
+fn reply(
+    options: Reply,
+    limit: u64,
+    verdict: &Verdict,
+    oldest_age: Option<i64>,
+    now_ms: i64,
+) -> RedisValue {
     match &verdict.detail {
         Some(d) if options.detail => {
             let mut fields = five(verdict.allowed, limit, d);
@@ -74,7 +92,7 @@ fn reply(options: Reply, limit: u64, verdict: &Verdict, oldest_age: Option<i64>)
                 fields.push(RedisValue::Integer(oldest_age.unwrap_or(-1)));
             }
             if options.with_members {
-                fields.push(members(&verdict.members));
+                fields.push(members(&verdict.members, now_ms));
             }
             RedisValue::Array(fields)
         }
@@ -114,9 +132,14 @@ fn execute(ctx: &Context, argv: &[Arg], command: Command) -> RedisResult {
     let (verdict, oldest_age) = match command {
         Command::Check => {
             let mut log = KeyLog::open_write(ctx, key)?;
-            let verdict = window::check(&mut log, now, rule, request.reply.want())?;
+            ids_supported(&log, request.id)?;
+            let verdict =
+                window::check_request(&mut log, now, rule, request.reply.want(), request.id)?;
             let oldest_age = oldest(&mut log, &verdict)?;
-            counters::record_check(verdict.allowed, verdict.added);
+            match verdict.repeated {
+                true => counters::record_repeat(),
+                false => counters::record_check(verdict.allowed, verdict.added),
+            }
             drop(log);
             observe(ctx, now, verdict.allowed, key);
             (verdict, oldest_age)
@@ -129,7 +152,7 @@ fn execute(ctx: &Context, argv: &[Arg], command: Command) -> RedisResult {
             (verdict, oldest_age)
         }
     };
-    Ok(reply(request.reply, rule.limit, &verdict, oldest_age))
+    Ok(reply(request.reply, rule.limit, &verdict, oldest_age, now))
 }
 
 fn counted(result: RedisResult) -> RedisResult {
@@ -181,11 +204,22 @@ fn execute_multi(ctx: &Context, argv: &[Arg]) -> RedisResult {
         .iter()
         .map(|k| KeyLog::open_write(ctx, k))
         .collect::<Result<Vec<_>, _>>()?;
+    for log in &logs {
+        ids_supported(log, request.id)?;
+    }
     let want = request.reply.want();
-    let v = window::mcheck(&mut logs, &rules, now, request.cost, want)?;
-    counters::record_check(v.allowed, v.members.len() as u64 * logs.len() as u64);
+    let v = window::mcheck_request(&mut logs, &rules, now, request.cost, want, request.id)?;
+    match (v.repeated, v.allowed) {
+        (true, _) => counters::record_repeat(),
+        (false, true) => {
+            counters::record_check(true, request.cost.saturating_mul(logs.len() as u64))
+        }
+        (false, false) => counters::record_check(false, 0),
+    }
     drop(logs);
-    if v.allowed {
+    if v.repeated {
+        // A repeat decides nothing new: the heavy hitters saw the first.
+    } else if v.allowed {
         for key in &keys {
             observe(ctx, now, true, key);
         }
@@ -207,7 +241,7 @@ fn execute_multi(ctx: &Context, argv: &[Arg]) -> RedisResult {
         fields.push(RedisValue::Array(five(*ok, rule.limit, d)));
     }
     if request.reply.with_members {
-        fields.push(members(&v.members));
+        fields.push(members(&v.members, now));
     }
     Ok(RedisValue::Array(fields))
 }
@@ -216,13 +250,48 @@ fn execute_undo(ctx: &Context, argv: &[Arg]) -> RedisResult {
     let [_, key, members @ ..] = argv else {
         return Err(RedisError::WrongArity);
     };
-    if members.is_empty() {
-        return Err(RedisError::WrongArity);
-    }
+    let words: Vec<&[u8]> = members.iter().map(|a| a.as_slice()).collect();
+    let request = args::parse_undo(&words)?;
+    let now = server_now()?;
     let mut log = KeyLog::open_write(ctx, key)?;
-    let removed = log.remove_members(members)?;
+    let removed = match request {
+        UndoRequest::Members => log.remove_members(members, now)?,
+        UndoRequest::Id(id) => {
+            ids_supported(&log, Some(id))?;
+            window::undo_request(&mut log, id)?
+        }
+    };
     counters::record_undo(removed);
     Ok(int(removed))
+}
+
+fn execute_settle(ctx: &Context, argv: &[Arg]) -> RedisResult {
+    let [_, key, rest @ ..] = argv else {
+        return Err(RedisError::WrongArity);
+    };
+    let words: Vec<&[u8]> = rest.iter().map(|a| a.as_slice()).collect();
+    let bounds = config::bounds();
+    let request = args::parse_settle(&words, bounds)?;
+    let mut log = KeyLog::open_write(ctx, key)?;
+    ids_supported(&log, Some(request.id))?;
+    // An increase adds entries: bounded per call as CHECK's COST is.
+    if let Some(charge) = log.charge(request.id)? {
+        let added = request.units.saturating_sub(charge.units);
+        if args::entries_within(added, 1, bounds).is_err() {
+            return Err(RedisError::String(format!(
+                "ERR SETTLE to {} units would add {added} entries; slidewin.max-entries-per-call allows {} a call",
+                request.units, bounds.max_call_entries
+            )));
+        }
+    }
+    let settled = window::settle(&mut log, request.id, request.units)?;
+    Ok(match settled {
+        Some(units) => {
+            counters::record_settle();
+            int(units)
+        }
+        None => RedisValue::Integer(-1),
+    })
 }
 
 fn execute_top(argv: &[Arg]) -> RedisResult {
@@ -294,6 +363,16 @@ pub fn mcheck(ctx: &Context, argv: &[Arg]) -> RedisResult {
 /// were removed. Replicated as `ZREM` of the removed members.
 pub fn undo(ctx: &Context, argv: &[Arg]) -> RedisResult {
     counted(guarded(|| execute_undo(ctx, argv)))
+}
+
+/// `SLIDEWIN.SETTLE key ID request-id COST units`
+///
+/// Sets the units of the charge made under `request-id` (by CHECK or
+/// MCHECK with `ID`): fewer gives the difference back, more adds it at the
+/// charge's own time (past the limit if need be), 0 gives it all back.
+/// Replies the units now charged, or -1 when the key holds no such charge.
+pub fn settle(ctx: &Context, argv: &[Arg]) -> RedisResult {
+    counted(guarded(|| execute_settle(ctx, argv)))
 }
 
 /// `SLIDEWIN.TOP [count] [DENIED | ALLOWED] [RESET]`

@@ -17,16 +17,20 @@ pub enum Counter {
     CostGranted,
     Peeks,
     Undone,
+    Repeated,
+    Settled,
 }
 
 impl Counter {
     /// Every counter (the unit test checks each is declared by a command).
-    pub const ALL: [Counter; 5] = [
+    pub const ALL: [Counter; 7] = [
         Counter::ChecksAllowed,
         Counter::ChecksDenied,
         Counter::CostGranted,
         Counter::Peeks,
         Counter::Undone,
+        Counter::Repeated,
+        Counter::Settled,
     ];
 
     /// The INFO field, without the server's `slidewin_` prefix.
@@ -37,6 +41,8 @@ impl Counter {
             Counter::CostGranted => c"cost_granted",
             Counter::Peeks => c"peeks",
             Counter::Undone => c"undone",
+            Counter::Repeated => c"repeated",
+            Counter::Settled => c"settled",
         }
     }
 
@@ -46,12 +52,16 @@ impl Counter {
         static COST_GRANTED: AtomicU64 = AtomicU64::new(0);
         static PEEKS: AtomicU64 = AtomicU64::new(0);
         static UNDONE: AtomicU64 = AtomicU64::new(0);
+        static REPEATED: AtomicU64 = AtomicU64::new(0);
+        static SETTLED: AtomicU64 = AtomicU64::new(0);
         match self {
             Counter::ChecksAllowed => &CHECKS_ALLOWED,
             Counter::ChecksDenied => &CHECKS_DENIED,
             Counter::CostGranted => &COST_GRANTED,
             Counter::Peeks => &PEEKS,
             Counter::Undone => &UNDONE,
+            Counter::Repeated => &REPEATED,
+            Counter::Settled => &SETTLED,
         }
     }
 
@@ -86,6 +96,17 @@ pub fn record_peek() {
 
 pub fn record_undo(removed: u64) {
     Counter::Undone.add(removed);
+}
+
+/// A CHECK or MCHECK answered from the charge an earlier call with the
+/// same request id made: nothing charged.
+pub fn record_repeat() {
+    Counter::Repeated.add(1);
+}
+
+/// A SETTLE that found its charge.
+pub fn record_settle() {
+    Counter::Settled.add(1);
 }
 
 pub fn record_error() {

@@ -15,8 +15,20 @@
 //! after 2^20 of them within one millisecond, or after the clock steps
 //! back. The decision adds with NX and, if a wide id is taken too, moves
 //! on to [`next`]; among `n + 1` consecutive ids one is free.
+//!
+//! **Tokens.** What WITHMEMBERS hands out is not the bare id but a token
+//! `<id>@<ms>`, the id and the entry's score ([`token`]): UNDO by token
+//! removes the entry only while its score is still `ms`. A key that
+//! empties starts its ids over at 1, but its new entries are scored later,
+//! so an old token never names them. Within one millisecond an id freed by
+//! an UNDO could be chosen again: the [`fence`] makes the ids chosen in the
+//! rest of that millisecond start above it.
+//!
+//! **Request ids.** The entries of a charge made with `ID <request-id>` are
+//! named by the store from the request id (`#<unit>:<request-id>` in a
+//! sorted set), never handed out, and never removed by member.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 /// Bits of the per-process sequence inside a member id.
 pub const SEQ_BITS: u32 = 20;
@@ -58,10 +70,135 @@ pub fn fresh(now_ms: i64) -> i64 {
     member_id(now_ms, SEQUENCE.fetch_add(1, Ordering::Relaxed))
 }
 
+/// The longest request id `ID` takes, in bytes.
+pub const MAX_REQUEST_ID: usize = 128;
+
+/// The token WITHMEMBERS hands out for the entry `id` scored `score_ms`.
+pub fn token(id: i64, score_ms: i64) -> String {
+    format!("{id}@{score_ms}")
+}
+
+/// A token's parts, when `bytes` is one: `<id>@<ms>`, both canonical
+/// non-negative decimal integers (no sign, no leading zero) that fit `i64`.
+pub fn parse_token(bytes: &[u8]) -> Option<(i64, i64)> {
+    let at = bytes.iter().position(|&b| b == b'@')?;
+    let (id, ms) = (bytes.get(..at)?, bytes.get(at + 1..)?);
+    Some((canonical(id)?, canonical(ms)?))
+}
+
+/// A canonical non-negative decimal integer.
+fn canonical(digits: &[u8]) -> Option<i64> {
+    if digits.is_empty() || (digits.len() > 1 && digits.first() == Some(&b'0')) {
+        return None;
+    }
+    digits.iter().try_fold(0i64, |n, &d| {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n.checked_mul(10)?.checked_add(i64::from(d - b'0'))
+    })
+}
+
+/// Whether the bare member `bytes` names an entry of a charge made with a
+/// request id (`#...` in a sorted set): UNDO by member never removes those.
+pub fn is_charge_member(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&b'#')
+}
+
+/// The sorted-set member of unit `unit` (1-based) of the charge made under
+/// `request`: `#`, the unit in decimal, `:`, the request id verbatim.
+pub fn charge_member(unit: u64, request: &[u8]) -> Vec<u8> {
+    let mut m = format!("#{unit}:").into_bytes();
+    m.extend_from_slice(request);
+    m
+}
+
+/// The millisecond of the last UNDO that removed an entry scored at the
+/// time it ran, and the largest id it removed then (see [`fence`]).
+static FENCE_MS: AtomicI64 = AtomicI64::new(i64::MIN);
+static FENCE_ID: AtomicI64 = AtomicI64::new(-1);
+
+/// Records that an UNDO at `now_ms` removed the entry `id` scored `now_ms`:
+/// until the clock moves on, new ids start above it, so a token handed out
+/// this millisecond never names a later call's entry. One fence for the
+/// whole server (ids only need to be unique within a key; a higher first id
+/// costs nothing else); the server runs commands one at a time.
+pub fn fence(now_ms: i64, id: i64) {
+    if FENCE_MS.load(Ordering::Relaxed) != now_ms {
+        FENCE_MS.store(now_ms, Ordering::Relaxed);
+        FENCE_ID.store(id, Ordering::Relaxed);
+    } else if id > FENCE_ID.load(Ordering::Relaxed) {
+        FENCE_ID.store(id, Ordering::Relaxed);
+    }
+}
+
+/// The first id to try at `now_ms`: `first`, or above the fence when an
+/// UNDO this millisecond removed an id at or above it.
+pub fn above_fence(now_ms: i64, first: i64) -> i64 {
+    if FENCE_MS.load(Ordering::Relaxed) == now_ms {
+        first.max(next(FENCE_ID.load(Ordering::Relaxed)))
+    } else {
+        first
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn tokens_round_trip_and_refuse_what_is_not_canonical() {
+        assert_eq!(token(1, 1_795_996_800_000), "1@1795996800000");
+        assert_eq!(
+            parse_token(b"1@1795996800000"),
+            Some((1, 1_795_996_800_000))
+        );
+        assert_eq!(parse_token(b"0@0"), Some((0, 0)));
+        for bad in [
+            &b"1"[..],
+            b"@5",
+            b"5@",
+            b"01@5",
+            b"1@05",
+            b"-1@5",
+            b"1@-5",
+            b"1@5@6",
+            b"+1@5",
+            b"1 @5",
+            b"1@99999999999999999999",
+            b"1780-abc",
+        ] {
+            assert_eq!(parse_token(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn charge_members_are_never_ids_nor_tokens() {
+        let m = charge_member(12, b"req\x00:1");
+        assert_eq!(m, b"#12:req\x00:1".to_vec());
+        assert!(is_charge_member(&m));
+        assert_eq!(parse_token(&m), None);
+        assert!(!is_charge_member(b"12"));
+    }
+
+    #[test]
+    fn the_fence_holds_for_its_millisecond_only() {
+        // Far from any time another test uses.
+        let ms = -77_777;
+        assert_eq!(above_fence(ms, 1), 1);
+        fence(ms, 5);
+        fence(ms, 3);
+        assert_eq!(above_fence(ms, 1), 6);
+        assert_eq!(above_fence(ms, 9), 9);
+        assert_eq!(above_fence(ms + 1, 1), 1);
+        fence(ms, i64::MAX);
+        assert_eq!(
+            above_fence(ms, 1),
+            1,
+            "wraps to the lowest id, never overflows"
+        );
+    }
 
     #[test]
     fn ids_are_time_then_sequence() {

@@ -151,8 +151,10 @@ mod tests {
                 c"checks_allowed",
                 c"checks_denied",
                 c"cost_granted",
+                c"repeated",
                 c"peeks",
                 c"undone",
+                c"settled",
                 c"errors"
             ]
         );

@@ -66,6 +66,15 @@ pub struct Want {
     pub members: bool,
 }
 
+/// A charge made under a request id (`ID <request-id>`): the entries one
+/// allowed call added under it to one log, all scored `score_ms`; it holds
+/// `units` of them (the call's cost, later changed by SETTLE).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Charge {
+    pub score_ms: f64,
+    pub units: u64,
+}
+
 /// A log that cannot take one more entry under any member id: with a
 /// consistent store this never happens (among `n + 1` consecutive ids one
 /// is free), so it reports a broken store, not a full one.
@@ -110,6 +119,23 @@ pub trait WindowLog {
     /// closes the call's writes: a store may publish the adds made since
     /// the last call of `expire_at` together, before the expiry.
     fn expire_at(&mut self, at_ms: i64) -> Result<(), Self::Error>;
+
+    /// The charge made under `request`, if the log holds one.
+    fn charge(&mut self, request: &[u8]) -> Result<Option<Charge>, Self::Error>;
+
+    /// Adds units `held + 1 ..= to` to the charge under `request`, scored
+    /// `score_ms` (a new charge: `held` 0). The store names the entries.
+    fn add_units(
+        &mut self,
+        request: &[u8],
+        score_ms: f64,
+        held: u64,
+        to: u64,
+    ) -> Result<(), Self::Error>;
+
+    /// Removes units `keep + 1 ..= held` of the charge under `request` (the
+    /// highest first; `keep` 0: all of it); returns how many it removed.
+    fn remove_units(&mut self, request: &[u8], keep: u64, held: u64) -> Result<u64, Self::Error>;
 }
 
 /// The fields of a DETAIL reply the decision computes: the reply adds
@@ -142,6 +168,9 @@ pub struct Verdict {
     pub detail: Option<Detail>,
     /// The member ids added, when they were wanted.
     pub members: Vec<i64>,
+    /// Whether the call repeated a request id the log still holds a charge
+    /// under: answered allowed, nothing added.
+    pub repeated: bool,
 }
 
 /// The newest score that has already expired at `now_ms`: entries scored at
@@ -307,17 +336,27 @@ fn first_free<E: From<NoFreeMember>>(
 }
 
 /// Where wide ids come from: [`member::fresh`] on the server; a
-/// deterministic sequence in the tests.
+/// deterministic sequence in the tests. `above_fence` raises a call's first
+/// short id above the ids an UNDO freed this millisecond
+/// ([`member::fence`]; the tests have no fence).
 pub trait WideIds {
     fn fresh(&mut self, now_ms: i64) -> i64;
+
+    fn above_fence(&mut self, _now_ms: i64, first: i64) -> i64 {
+        first
+    }
 }
 
-/// The server's wide ids: [`member::fresh`].
+/// The server's wide ids: [`member::fresh`], and its fence.
 pub struct ServerIds;
 
 impl WideIds for ServerIds {
     fn fresh(&mut self, now_ms: i64) -> i64 {
         member::fresh(now_ms)
+    }
+
+    fn above_fence(&mut self, now_ms: i64, first: i64) -> i64 {
+        member::above_fence(now_ms, first)
     }
 }
 
@@ -375,19 +414,70 @@ pub fn check<L: WindowLog>(
     rule: &Rule,
     want: Want,
 ) -> Result<Verdict, L::Error> {
-    check_using(log, now_ms, rule, want, &mut ServerIds)
+    check_using(log, now_ms, rule, want, None, &mut ServerIds)
 }
 
-/// [`check`], taking wide ids from `wide`.
+/// Runs one `SLIDEWIN.CHECK ... ID request` (`request` given) or a plain
+/// one: a call repeating a request id whose charge the log still holds (in
+/// this call's window) charges nothing and is answered allowed, with the
+/// detail as the log is now; otherwise an allowed call's entries are the
+/// charge under `request`.
+pub fn check_request<L: WindowLog>(
+    log: &mut L,
+    now_ms: i64,
+    rule: &Rule,
+    want: Want,
+    request: Option<&[u8]>,
+) -> Result<Verdict, L::Error> {
+    check_using(log, now_ms, rule, want, request, &mut ServerIds)
+}
+
+/// The detail of a repeated call: allowed, nothing added, `n` entries in
+/// the window as it is now.
+fn detail_repeated<L: WindowLog>(
+    log: &mut L,
+    now_ms: i64,
+    limit: u64,
+    window_ms: i64,
+    n: u64,
+) -> Result<Detail, L::Error> {
+    let newest = log.newest_above(cutoff(now_ms, window_ms))?;
+    Ok(Detail {
+        remaining: limit.saturating_sub(n),
+        retry_after_ms: 0,
+        reset_after_ms: reset_after(newest, now_ms, window_ms),
+    })
+}
+
+/// [`check_request`], taking wide ids from `wide`.
 fn check_using<L: WindowLog>(
     log: &mut L,
     now_ms: i64,
     rule: &Rule,
     want: Want,
+    request: Option<&[u8]>,
     wide: &mut impl WideIds,
 ) -> Result<Verdict, L::Error> {
     let trimmed = log.trim(cutoff(now_ms, rule.window_ms))?;
     let n = log.count()?;
+    if let Some(r) = request {
+        if log.charge(r)?.is_some() {
+            let detail = match want.detail {
+                true => Some(detail_repeated(log, now_ms, rule.limit, rule.window_ms, n)?),
+                false => None,
+            };
+            return Ok(Verdict {
+                allowed: true,
+                count: n,
+                trimmed,
+                added: 0,
+                expire_at_ms: None,
+                detail,
+                members: Vec::new(),
+                repeated: true,
+            });
+        }
+    }
     if !fits(n, rule) {
         let detail = if want.detail {
             Some(detail_unchanged(log, now_ms, rule, n)?)
@@ -402,19 +492,23 @@ fn check_using<L: WindowLog>(
             expire_at_ms: None,
             detail,
             members: Vec::new(),
+            repeated: false,
         });
     }
     // The expiry covers the newest entry when it is scored after now.
     let (newest, first) = newest_and_first(log)?;
     let mut members = Vec::new();
-    add_entries(
-        log,
-        now_ms,
-        rule.cost,
-        first,
-        wide,
-        want.members.then_some(&mut members),
-    )?;
+    match request {
+        Some(r) => log.add_units(r, now_ms as f64, 0, rule.cost)?,
+        None => add_entries(
+            log,
+            now_ms,
+            rule.cost,
+            wide.above_fence(now_ms, first),
+            wide,
+            want.members.then_some(&mut members),
+        )?,
+    }
     let at = expiry(now_ms, newest, rule.window_ms);
     log.expire_at(at)?;
     let count = n.saturating_add(rule.cost);
@@ -426,7 +520,38 @@ fn check_using<L: WindowLog>(
         expire_at_ms: Some(at),
         detail: want.detail.then(|| detail_allowed(rule, count, now_ms, at)),
         members,
+        repeated: false,
     })
+}
+
+/// `SLIDEWIN.SETTLE`: sets the units of the charge under `request` to
+/// `units`: fewer removes the highest ones, more adds the difference at the
+/// charge's own score (past any limit: the calls that follow wait). Returns
+/// the units now charged, or `None` (nothing changed) when the log holds
+/// no charge under `request`.
+pub fn settle<L: WindowLog>(
+    log: &mut L,
+    request: &[u8],
+    units: u64,
+) -> Result<Option<u64>, L::Error> {
+    let Some(charge) = log.charge(request)? else {
+        return Ok(None);
+    };
+    if units < charge.units {
+        log.remove_units(request, units, charge.units)?;
+    } else if units > charge.units {
+        log.add_units(request, charge.score_ms, charge.units, units)?;
+    }
+    Ok(Some(units))
+}
+
+/// `SLIDEWIN.UNDO key ID request`: removes the whole charge under
+/// `request`; returns how many entries it removed (0 when there is none).
+pub fn undo_request<L: WindowLog>(log: &mut L, request: &[u8]) -> Result<u64, L::Error> {
+    match log.charge(request)? {
+        Some(charge) => log.remove_units(request, 0, charge.units),
+        None => Ok(0),
+    }
 }
 
 /// The age in ms at `now_ms` of the oldest of the `n` entries in the
@@ -458,6 +583,7 @@ pub fn peek<L: WindowLog>(log: &mut L, now_ms: i64, rule: &Rule) -> Result<Verdi
         expire_at_ms: None,
         detail: Some(detail_unchanged(log, now_ms, rule, n)?),
         members: Vec::new(),
+        repeated: false,
     })
 }
 
@@ -479,6 +605,9 @@ pub struct MultiVerdict {
     /// The logs with a rule that had no room, each once, in order (empty
     /// when allowed): who the denial is charged to.
     pub refused_logs: Vec<usize>,
+    /// Whether a log held a charge under the call's request id: answered
+    /// allowed, nothing added anywhere.
+    pub repeated: bool,
 }
 
 /// The longest window any rule gives log `log`, if a rule names it.
@@ -641,6 +770,7 @@ fn admit<L: WindowLog>(
     rules: &[KeyedRule],
     now_ms: i64,
     cost: u64,
+    request: Option<&[u8]>,
     wide: &mut impl WideIds,
 ) -> Result<Admitted, L::Error> {
     let mut newest = Vec::with_capacity(logs.len());
@@ -651,11 +781,20 @@ fn admit<L: WindowLog>(
         newest.push(score);
         first = first.max(after);
     }
-    let ids = shared_members(logs, now_ms, cost, first, wide)?;
+    let ids = match request {
+        Some(_) => Vec::new(),
+        None => {
+            let first = wide.above_fence(now_ms, first);
+            shared_members(logs, now_ms, cost, first, wide)?
+        }
+    };
     for (i, log) in logs.iter_mut().enumerate() {
         let Some(w) = longest_window(rules, i) else {
             continue;
         };
+        if let Some(r) = request {
+            log.add_units(r, now_ms as f64, 0, cost)?;
+        }
         for &id in &ids {
             if !log.add(now_ms, id)? {
                 return Err(NoFreeMember.into());
@@ -739,23 +878,86 @@ pub fn mcheck<L: WindowLog>(
     cost: u64,
     want: Want,
 ) -> Result<MultiVerdict, L::Error> {
-    mcheck_using(logs, rules, now_ms, cost, want, &mut ServerIds)
+    mcheck_using(logs, rules, now_ms, cost, want, None, &mut ServerIds)
 }
 
-/// [`mcheck`], taking wide ids from `wide`.
+/// Runs one `SLIDEWIN.MCHECK ... ID request` (`request` given) or a plain
+/// one: when any of its logs still holds a charge under `request`, the call
+/// is a repeat, charges nothing anywhere and is answered allowed (so a
+/// request is never charged twice, even when a key with a shorter window
+/// has already forgotten it); otherwise an allowed call's entries in each
+/// log are the charge under `request`.
+pub fn mcheck_request<L: WindowLog>(
+    logs: &mut [L],
+    rules: &[KeyedRule],
+    now_ms: i64,
+    cost: u64,
+    want: Want,
+    request: Option<&[u8]>,
+) -> Result<MultiVerdict, L::Error> {
+    mcheck_using(logs, rules, now_ms, cost, want, request, &mut ServerIds)
+}
+
+/// Whether any log holds a charge under `request`.
+fn held_anywhere<L: WindowLog>(logs: &mut [L], request: &[u8]) -> Result<bool, L::Error> {
+    for log in logs.iter_mut() {
+        if log.charge(request)?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The verdict of a repeated MCHECK: allowed, nothing added, each rule's
+/// detail as its window is now.
+fn repeated_multi<L: WindowLog>(
+    logs: &mut [L],
+    rules: &[KeyedRule],
+    now_ms: i64,
+    want: Want,
+    trimmed: u64,
+) -> Result<MultiVerdict, L::Error> {
+    let mut details = Vec::new();
+    if want.detail {
+        for r in rules {
+            let Some(log) = logs.get_mut(r.key) else {
+                continue;
+            };
+            let n = log.count_above(cutoff(now_ms, r.window_ms))?;
+            details.push((true, detail_repeated(log, now_ms, r.limit, r.window_ms, n)?));
+        }
+    }
+    Ok(MultiVerdict {
+        allowed: true,
+        retry_after_ms: 0,
+        rules: details,
+        members: Vec::new(),
+        trimmed,
+        refused_logs: Vec::new(),
+        repeated: true,
+    })
+}
+
+/// [`mcheck_request`], taking wide ids from `wide`.
 fn mcheck_using<L: WindowLog>(
     logs: &mut [L],
     rules: &[KeyedRule],
     now_ms: i64,
     cost: u64,
     want: Want,
+    request: Option<&[u8]>,
     wide: &mut impl WideIds,
 ) -> Result<MultiVerdict, L::Error> {
     let trimmed = trim_logs(logs, rules, now_ms)?;
+    if let Some(r) = request {
+        if held_anywhere(logs, r)? {
+            return repeated_multi(logs, rules, now_ms, want, trimmed);
+        }
+    }
     let counts = count_rules(logs, rules, now_ms, cost)?;
     let allowed = !rules.is_empty() && counts.iter().all(|&(_, f)| f);
     let admitted = if allowed {
-        Some(admit(logs, rules, now_ms, cost, wide)?)
+        Some(admit(logs, rules, now_ms, cost, request, wide)?)
     } else {
         None
     };
@@ -781,6 +983,7 @@ fn mcheck_using<L: WindowLog>(
         rules: d.details,
         members: admitted.map(|a| a.ids).unwrap_or_default(),
         trimmed,
+        repeated: false,
     })
 }
 
@@ -794,7 +997,14 @@ pub struct MemoryLog {
     /// added through [`WindowLog::add`] (tests that push bare scores leave
     /// it short, and then members are not tracked through trims).
     pub members: Vec<i64>,
+    /// Charges under request ids: their score and units; their entries are
+    /// in `scores` under the member [`CHARGE_UNIT`].
+    pub charges: std::collections::BTreeMap<Vec<u8>, (f64, u64)>,
 }
+
+/// The member [`MemoryLog`] gives the entries of a charge (never an id).
+#[cfg(test)]
+pub const CHARGE_UNIT: i64 = i64::MIN;
 
 #[cfg(test)]
 impl MemoryLog {
@@ -830,6 +1040,7 @@ impl WindowLog for MemoryLog {
         if self.members.len() == before {
             self.members = kept_members;
         }
+        self.charges.retain(|_, (s, _)| *s > cutoff_ms as f64);
         Ok((before - self.scores.len()) as u64)
     }
 
@@ -894,6 +1105,55 @@ impl WindowLog for MemoryLog {
     fn expire_at(&mut self, at_ms: i64) -> Result<(), Self::Error> {
         self.expire_at_ms = Some(at_ms);
         Ok(())
+    }
+
+    fn charge(&mut self, request: &[u8]) -> Result<Option<Charge>, Self::Error> {
+        Ok(self
+            .charges
+            .get(request)
+            .map(|&(score_ms, units)| Charge { score_ms, units }))
+    }
+
+    fn add_units(
+        &mut self,
+        request: &[u8],
+        score_ms: f64,
+        held: u64,
+        to: u64,
+    ) -> Result<(), Self::Error> {
+        for _ in held..to {
+            self.scores.push(score_ms);
+            self.members.push(CHARGE_UNIT);
+        }
+        self.charges.insert(request.to_vec(), (score_ms, to));
+        Ok(())
+    }
+
+    fn remove_units(&mut self, request: &[u8], keep: u64, held: u64) -> Result<u64, Self::Error> {
+        let Some(&(score, _)) = self.charges.get(request) else {
+            return Ok(0);
+        };
+        let mut left = held.saturating_sub(keep);
+        let removed = left;
+        while left > 0 {
+            let Some(i) = self
+                .members
+                .iter()
+                .zip(&self.scores)
+                .rposition(|(&m, &s)| m == CHARGE_UNIT && s == score)
+            else {
+                break;
+            };
+            self.members.remove(i);
+            self.scores.remove(i);
+            left -= 1;
+        }
+        if keep == 0 {
+            self.charges.remove(request);
+        } else {
+            self.charges.insert(request.to_vec(), (score, keep));
+        }
+        Ok(removed - left)
     }
 }
 

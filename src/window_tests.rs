@@ -779,6 +779,15 @@ impl WindowLog for Counted {
     fn expire_at(&mut self, at_ms: i64) -> Result<(), NoFreeMember> {
         self.log.expire_at(at_ms)
     }
+    fn charge(&mut self, request: &[u8]) -> Result<Option<Charge>, NoFreeMember> {
+        self.log.charge(request)
+    }
+    fn add_units(&mut self, r: &[u8], s: f64, held: u64, to: u64) -> Result<(), NoFreeMember> {
+        self.log.add_units(r, s, held, to)
+    }
+    fn remove_units(&mut self, r: &[u8], keep: u64, held: u64) -> Result<u64, NoFreeMember> {
+        self.log.remove_units(r, keep, held)
+    }
 }
 
 /// The member search as it was at 65f4bb8 (a scan of the ids chosen so far

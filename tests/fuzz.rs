@@ -209,15 +209,17 @@ fn five(v: &Value) -> bool {
         && matches!(items[0], Value::Int(0 | 1)))
 }
 
-/// The members array of WITHMEMBERS: integers in decimal, one per unit added.
+/// The members array of WITHMEMBERS: tokens `<id>@<ms>`, one per unit added.
 fn member_list(v: &Value) -> Option<Vec<Vec<u8>>> {
     let Value::Array(items) = v else { return None };
     items
         .iter()
         .map(|i| match i {
+            // A token `<id>@<ms>`: both parts integers in decimal.
             Value::BulkString(b) => std::str::from_utf8(b)
                 .ok()
-                .and_then(|t| t.parse::<i64>().ok())
+                .and_then(|t| t.split_once('@'))
+                .filter(|(id, ms)| id.parse::<i64>().is_ok() && ms.parse::<i64>().is_ok())
                 .map(|_| b.clone()),
             _ => None,
         })

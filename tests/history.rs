@@ -125,8 +125,13 @@ fn plain_call(c: &mut Connection, rng: &mut rand::rngs::ThreadRng) -> Call {
         .expect("CHECK");
     let received_ms = wall_ms();
     let allowed = reply.first() == Some(&redis::Value::Int(1));
+    // The stored member of each token `<id>@<ms>`.
     let members: Vec<Vec<u8>> =
-        redis::from_redis_value_ref(reply.last().expect("members")).expect("members");
+        redis::from_redis_value_ref::<Vec<Vec<u8>>>(reply.last().expect("members"))
+            .expect("members")
+            .iter()
+            .map(|t| support::token_member(t))
+            .collect();
     assert_eq!(
         members.len(),
         usize::from(allowed),
@@ -287,8 +292,13 @@ fn mixed_call(c: &mut Connection, rng: &mut rand::rngs::ThreadRng) -> MixedCall 
     let reply: Vec<redis::Value> = cmd.query(c).expect("call");
     let received_ms = wall_ms();
     let allowed = reply.first() == Some(&redis::Value::Int(1));
+    // The stored member of each token `<id>@<ms>`.
     let members: Vec<Vec<u8>> =
-        redis::from_redis_value_ref(reply.last().expect("members")).expect("members");
+        redis::from_redis_value_ref::<Vec<Vec<u8>>>(reply.last().expect("members"))
+            .expect("members")
+            .iter()
+            .map(|t| support::token_member(t))
+            .collect();
     MixedCall {
         rules,
         cost,

@@ -287,9 +287,10 @@ fn undo(flavor: Flavor) {
     assert_eq!(fields, [1, 2, 0, 0, 60000]);
     let added: Vec<String> = redis::from_redis_value_ref(&v[5]).unwrap();
     assert_eq!(added.len(), 2);
+    // Tokens `<id>@<ms>`: the stored member and its score.
     let stored: HashSet<String> = entries(&mut c, b"sms:{u}")
         .into_iter()
-        .map(|(m, _)| String::from_utf8(m).unwrap())
+        .map(|(m, s)| format!("{}@{s}", String::from_utf8(m).unwrap()))
         .collect();
     assert_eq!(stored, added.iter().cloned().collect());
     // The window is full; the provider failed: give one attempt back.
@@ -329,7 +330,7 @@ fn undo(flavor: Flavor) {
     for key in ["{m}:ip", "{m}:phone"] {
         let s: Option<f64> = redis::cmd("ZSCORE")
             .arg(key)
-            .arg(&added[0])
+            .arg(token_member(added[0].as_bytes()))
             .query(&mut c)
             .unwrap();
         assert!(s.is_some(), "{key} holds the member");
@@ -489,7 +490,10 @@ fn one_member(v: &Value) -> i64 {
     assert_eq!(items[0], Value::Int(1), "allowed: {v:?}");
     let members: Vec<String> = redis::from_redis_value_ref(items.last().unwrap()).unwrap();
     assert_eq!(members.len(), 1, "{v:?}");
-    members[0].parse().unwrap()
+    String::from_utf8(token_member(members[0].as_bytes()))
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 /// How far after the learned time `block_short` scores its members, so

@@ -776,6 +776,7 @@ fn command_docs(flavor: Flavor) {
                 ("limit", "integer", None),
                 ("window_ms", "integer", None),
                 ("count", "integer", Some("COST")),
+                ("request-id", "string", Some("ID")),
                 ("detail", "pure-token", Some("DETAIL")),
                 ("withmembers", "pure-token", Some("WITHMEMBERS")),
                 ("witholdest", "pure-token", Some("WITHOLDEST")),

@@ -12,7 +12,7 @@ use crate::ffi::{Arg, StoreError};
 use crate::store::compact::store::{CompactStore, LOG_TYPE};
 use crate::store::zset::{Key, KeyKind};
 use crate::store::zset_log::ZsetLog;
-use crate::window::WindowLog;
+use crate::window::{Charge, WindowLog};
 
 pub enum KeyLog<'c> {
     Zset(ZsetLog<'c>),
@@ -50,12 +50,18 @@ impl<'c> KeyLog<'c> {
         Self::of(ctx, name, Key::open_read(ctx, name)?)
     }
 
-    /// SLIDEWIN.UNDO: removes the given members; returns how many were there.
-    pub fn remove_members(&mut self, members: &[Arg]) -> Result<u64, StoreError> {
+    /// SLIDEWIN.UNDO at `now_ms`: removes the given members (or tokens);
+    /// returns how many were there.
+    pub fn remove_members(&mut self, members: &[Arg], now_ms: i64) -> Result<u64, StoreError> {
         match self {
-            KeyLog::Zset(l) => l.remove_members(members),
-            KeyLog::Compact(l) => l.remove_members(members),
+            KeyLog::Zset(l) => l.remove_members(members, now_ms),
+            KeyLog::Compact(l) => l.remove_members(members, now_ms),
         }
+    }
+
+    /// Whether the key holds (or, missing, would become) a compact log.
+    pub fn is_compact(&self) -> bool {
+        matches!(self, KeyLog::Compact(_))
     }
 }
 
@@ -106,5 +112,22 @@ impl WindowLog for KeyLog<'_> {
 
     fn expire_at(&mut self, at_ms: i64) -> Result<(), StoreError> {
         forward!(self, l => l.expire_at(at_ms))
+    }
+    fn charge(&mut self, request: &[u8]) -> Result<Option<Charge>, StoreError> {
+        forward!(self, l => l.charge(request))
+    }
+
+    fn add_units(
+        &mut self,
+        request: &[u8],
+        score_ms: f64,
+        held: u64,
+        to: u64,
+    ) -> Result<(), StoreError> {
+        forward!(self, l => l.add_units(request, score_ms, held, to))
+    }
+
+    fn remove_units(&mut self, request: &[u8], keep: u64, held: u64) -> Result<u64, StoreError> {
+        forward!(self, l => l.remove_units(request, keep, held))
     }
 }

@@ -16,8 +16,9 @@ use redis_module::{raw, Context};
 
 use crate::ffi::ModuleString;
 use crate::ffi::{Arg, Propagate, StoreError};
+use crate::member;
 use crate::store::zset::{Key, KeyKind, ScoreRange};
-use crate::window::{NoFreeMember, WindowLog};
+use crate::window::{Charge, NoFreeMember, WindowLog};
 
 /// The sliding-window log stored in one sorted-set key.
 pub struct ZsetLog<'c> {
@@ -72,33 +73,84 @@ impl<'c> ZsetLog<'c> {
         }
     }
 
-    /// Removes the given members (SLIDEWIN.UNDO); returns how many were
-    /// there. Replicates `ZREM key <removed members>` when any was.
-    pub fn remove_members(&mut self, members: &[Arg]) -> Result<u64, StoreError> {
+    /// Removes the given members (SLIDEWIN.UNDO at `now_ms`); returns how
+    /// many were there. A token `<id>@<ms>` removes the entry `id` only
+    /// while it is scored `ms`; a member of a charge made with a request id
+    /// (`#...`) is never removed by member; anything else is removed as
+    /// the member it names. Removing an id scored `now_ms` raises the
+    /// fence (see `member.rs`). Replicates `ZREM key <removed members>`.
+    pub fn remove_members(&mut self, members: &[Arg], now_ms: i64) -> Result<u64, StoreError> {
         let ctx = self.ctx;
         let Some(key) = existing_in(&mut self.key)? else {
             return Ok(0);
         };
-        let mut removed: Vec<&Arg> = Vec::new();
+        let mut removed: Vec<ModuleString<'c>> = Vec::new();
         for m in members {
-            if key.remove(m)? {
-                self.modified = true;
-                removed.push(m);
+            let bytes = m.as_slice();
+            let (name, score) = match member::parse_token(bytes) {
+                Some((id, ms)) => (ModuleString::from_i64(ctx, id)?, Some(ms)),
+                None if member::is_charge_member(bytes) => continue,
+                None => (ModuleString::from_bytes(ctx, bytes)?, None),
+            };
+            let Some(held) = key.score(&name)? else {
+                continue;
+            };
+            if score.is_some_and(|ms| held != ms as f64) {
+                continue;
+            }
+            if key.remove(&name)? {
+                if held == now_ms as f64 {
+                    if let Some(id) = name.to_i64().filter(|&id| id >= 0) {
+                        member::fence(now_ms, id);
+                    }
+                }
+                removed.push(name);
             }
         }
+        self.removed(removed)
+    }
+
+    /// Replicates and announces the removal of `removed`; returns how many.
+    fn removed(&mut self, removed: Vec<ModuleString<'c>>) -> Result<u64, StoreError> {
         if removed.is_empty() {
             return Ok(0);
         }
+        self.modified = true;
+        let Some(key) = self.key.as_ref() else {
+            return Err(StoreError::Failed("removing from a missing key"));
+        };
         let emptied = key.kind()? == KeyKind::Empty;
-        Propagate::new(ctx, c"ZREM")
+        Propagate::new(self.ctx, c"ZREM")
             .key(self.name)
-            .strings(removed.iter().copied())
+            .strings(removed.iter())
             .send()?;
         self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zrem");
         if emptied {
             self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
         }
         Ok(removed.len() as u64)
+    }
+
+    /// Whether unit `unit` of the charge under `request` is in the key, and
+    /// its score.
+    fn unit_score(&mut self, request: &[u8], unit: u64) -> Result<Option<f64>, StoreError> {
+        let ctx = self.ctx;
+        let Some(key) = self.existing()? else {
+            return Ok(None);
+        };
+        let m = ModuleString::from_bytes(ctx, &member::charge_member(unit, request))?;
+        key.score(&m)
+    }
+
+    /// Records an add for the `ZADD` that replicates it (see `added`).
+    fn note_added(&mut self, score_ms: i64, m: ModuleString<'c>) -> Result<(), StoreError> {
+        match &self.added {
+            None => self.added = Some((score_ms, m)),
+            // Every add of one call has the same score.
+            Some((at, _)) if *at == score_ms => self.added_more.push(m),
+            Some(_) => return Err(StoreError::Failed("adding at two times in one call")),
+        }
+        Ok(())
     }
 
     /// The key, when it exists and holds entries.
@@ -276,12 +328,7 @@ impl WindowLog for ZsetLog<'_> {
         if !key.add_nx(now_ms as f64, &m)? {
             return Ok(false);
         }
-        match &self.added {
-            None => self.added = Some((now_ms, m)),
-            // Every add of one call has the same score.
-            Some((at, _)) if *at == now_ms => self.added_more.push(m),
-            Some(_) => return Err(StoreError::Failed("adding at two times in one call")),
-        }
+        self.note_added(now_ms, m)?;
         Ok(true)
     }
 
@@ -295,5 +342,72 @@ impl WindowLog for ZsetLog<'_> {
             .send()?;
         self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire");
         Ok(())
+    }
+
+    /// Unit 1 of the charge is `#1:<request>`; its units are always the
+    /// prefix `1..=units` (SETTLE removes the highest, UNDO by member never
+    /// removes one), so the count is found by a binary search: O(log units)
+    /// lookups, not one per unit.
+    fn charge(&mut self, request: &[u8]) -> Result<Option<Charge>, StoreError> {
+        let Some(score_ms) = self.unit_score(request, 1)? else {
+            return Ok(None);
+        };
+        // Grow `hi` past the last unit, then search: `lo` is present, `hi`
+        // is not.
+        let (mut lo, mut hi) = (1u64, 2u64);
+        while self.unit_score(request, hi)?.is_some() {
+            lo = hi;
+            hi = match hi.checked_mul(2) {
+                Some(h) => h,
+                None => return Err(StoreError::Failed("counting a charge's units")),
+            };
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if self.unit_score(request, mid)?.is_some() {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(Some(Charge {
+            score_ms,
+            units: lo,
+        }))
+    }
+
+    fn add_units(
+        &mut self,
+        request: &[u8],
+        score_ms: f64,
+        held: u64,
+        to: u64,
+    ) -> Result<(), StoreError> {
+        // Every score the module gives is a whole millisecond; `as`
+        // saturates whatever another writer left.
+        let at = score_ms.floor() as i64;
+        let ctx = self.ctx;
+        for unit in held.saturating_add(1)..=to {
+            let m = ModuleString::from_bytes(ctx, &member::charge_member(unit, request))?;
+            if self.writable()?.add_nx(at as f64, &m)? {
+                self.note_added(at, m)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_units(&mut self, request: &[u8], keep: u64, held: u64) -> Result<u64, StoreError> {
+        let ctx = self.ctx;
+        let Some(key) = existing_in(&mut self.key)? else {
+            return Ok(0);
+        };
+        let mut removed = Vec::new();
+        for unit in (keep.saturating_add(1)..=held).rev() {
+            let m = ModuleString::from_bytes(ctx, &member::charge_member(unit, request))?;
+            if key.remove(&m)? {
+                removed.push(m);
+            }
+        }
+        self.removed(removed)
     }
 }

@@ -921,6 +921,15 @@ pub fn expires_at(c: &mut Connection, key: &str) -> i64 {
     now[0] * 1000 + now[1] / 1000 + pttl
 }
 
+/// The member inside a WITHMEMBERS token `<id>@<ms>` (what the key
+/// stores); anything else as it is.
+pub fn token_member(token: &[u8]) -> Vec<u8> {
+    match token.iter().position(|&b| b == b'@') {
+        Some(at) => token[..at].to_vec(),
+        None => token.to_vec(),
+    }
+}
+
 /// Members and scores of a sorted set, lowest score first.
 pub fn entries(c: &mut Connection, key: &[u8]) -> Vec<(Vec<u8>, f64)> {
     let kind: String = redis::cmd("TYPE").arg(key).query(c).expect("TYPE");

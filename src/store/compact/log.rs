@@ -6,7 +6,7 @@ use super::run::{Bound, Run, MAX_SCORE};
 use super::small::{self, SmallForm};
 use super::spare::*;
 use crate::relocate::Relocate;
-use crate::window::{NoFreeMember, WindowLog};
+use crate::window::{Charge, NoFreeMember, WindowLog};
 
 /// Logs of at most this many runs are held as their encoding alone, one
 /// small block (a `limit 5` key costs about what its sorted set costs);
@@ -542,6 +542,30 @@ impl WindowLog for Held<'_> {
         self.set_expiry(at_ms);
         Ok(())
     }
+    // Request ids on compact logs: not yet (the commands refuse ID and
+    // SETTLE on a compact log before any of these is reached).
+    fn charge(&mut self, _request: &[u8]) -> Result<Option<Charge>, Self::Error> {
+        Ok(None)
+    }
+
+    fn add_units(
+        &mut self,
+        _request: &[u8],
+        _score_ms: f64,
+        _held: u64,
+        _to: u64,
+    ) -> Result<(), Self::Error> {
+        Err(NoFreeMember)
+    }
+
+    fn remove_units(
+        &mut self,
+        _request: &[u8],
+        _keep: u64,
+        _held: u64,
+    ) -> Result<u64, Self::Error> {
+        Ok(0)
+    }
 }
 
 /// The log not held by a command: every change through the chunks.
@@ -583,5 +607,29 @@ impl WindowLog for CompactLog {
     fn expire_at(&mut self, at_ms: i64) -> Result<(), Self::Error> {
         self.set_expiry(at_ms);
         Ok(())
+    }
+    // Request ids on compact logs: not yet (the commands refuse ID and
+    // SETTLE on a compact log before any of these is reached).
+    fn charge(&mut self, _request: &[u8]) -> Result<Option<Charge>, Self::Error> {
+        Ok(None)
+    }
+
+    fn add_units(
+        &mut self,
+        _request: &[u8],
+        _score_ms: f64,
+        _held: u64,
+        _to: u64,
+    ) -> Result<(), Self::Error> {
+        Err(NoFreeMember)
+    }
+
+    fn remove_units(
+        &mut self,
+        _request: &[u8],
+        _keep: u64,
+        _held: u64,
+    ) -> Result<u64, Self::Error> {
+        Ok(0)
     }
 }

@@ -22,7 +22,7 @@ use crate::relocate::Relocate;
 use crate::store::compact::effect::{Effect, Token};
 use crate::store::compact::{CompactLog, Held, Hold, Run};
 use crate::store::zset::Key;
-use crate::window::{NoFreeMember, WindowLog};
+use crate::window::{Charge, NoFreeMember, WindowLog};
 
 /// The compact log's data type; registered at load only in `compact` mode.
 pub static LOG_TYPE: ModuleType<CompactLog> = ModuleType::new();
@@ -178,15 +178,33 @@ impl<'c> CompactStore<'c> {
 
     /// Removes the given members (SLIDEWIN.UNDO); returns how many were
     /// there. Members that are not member ids cannot be in a compact log.
-    pub fn remove_members(&mut self, members: &[Arg]) -> Result<u64, StoreError> {
-        if self.log()?.is_none() {
+    pub fn remove_members(&mut self, members: &[Arg], now_ms: i64) -> Result<u64, StoreError> {
+        let Some(log) = self.log()? else {
             return Ok(0);
+        };
+        // Whether entry `id` is scored exactly `ms`.
+        let scored = |log: &CompactLog, id: i64, ms: i64| {
+            log.holds_above(id, ms.saturating_sub(1)) && !log.holds_above(id, ms)
+        };
+        // The ids to remove: a token's only while its score matches, and
+        // those removed at their own millisecond raise the fence.
+        let mut ids = Vec::new();
+        for m in members {
+            let id = match crate::member::parse_token(m.as_slice()) {
+                Some((id, ms)) if scored(log, id, ms) => id,
+                Some(_) => continue,
+                None => match crate::args::parse_i64(m.as_slice()).filter(|&id| id >= 0) {
+                    Some(id) => id,
+                    None => continue,
+                },
+            };
+            if scored(log, id, now_ms) {
+                crate::member::fence(now_ms, id);
+            }
+            ids.push(id);
         }
         let mut removed = 0u64;
-        for m in members {
-            let Some(id) = crate::args::parse_i64(m.as_slice()).filter(|&id| id >= 0) else {
-                continue;
-            };
+        for id in ids {
             let was_there = self
                 .log_mut()?
                 .remove(id)
@@ -350,6 +368,32 @@ impl WindowLog for CompactStore<'_> {
             .set_abs_expire(at_ms)?;
         self.effect.expire_at = Some(at_ms);
         Ok(())
+    }
+    // Request ids on compact logs: not yet (the commands refuse ID and
+    // SETTLE on a compact log before any of these is reached).
+    fn charge(&mut self, _request: &[u8]) -> Result<Option<Charge>, Self::Error> {
+        Ok(None)
+    }
+
+    fn add_units(
+        &mut self,
+        _request: &[u8],
+        _score_ms: f64,
+        _held: u64,
+        _to: u64,
+    ) -> Result<(), Self::Error> {
+        Err(StoreError::Refused(
+            "request ids are not kept in compact logs yet",
+        ))
+    }
+
+    fn remove_units(
+        &mut self,
+        _request: &[u8],
+        _keep: u64,
+        _held: u64,
+    ) -> Result<u64, Self::Error> {
+        Ok(0)
     }
 }
 

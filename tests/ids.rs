@@ -1,0 +1,681 @@
+//! Request ids (`ID <request-id>` on CHECK and MCHECK, `UNDO key ID`,
+//! `SLIDEWIN.SETTLE`) and the tokens WITHMEMBERS hands out, on every server
+//! of the suite: a repeated id is charged once, UNDO by id is exact and
+//! idempotent, SETTLE moves a charge down, up past the limit and to zero,
+//! a stale token never removes a later call's entry, and a replica and an
+//! AOF replay reach the same data after each.
+
+mod support;
+
+use redis::Value;
+use support::*;
+
+/// Which log a test's keys become (`slidewin.log-type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Log {
+    Zset,
+}
+
+fn options(flavor: Flavor, log: Log) -> Options {
+    match log {
+        Log::Zset => Options::new(flavor),
+    }
+}
+
+/// Declares each test on both logs and every server: `sorted_sets::redis_7_0::name`.
+macro_rules! on_every_log {
+    ($($name:ident => $body:ident;)*) => {
+        mod sorted_sets {
+            use super::support;
+            $( fn $body(f: support::Flavor) { super::$body(f, super::Log::Zset) } )*
+            crate::on_every_server! { $($name => $body;)* }
+        }
+    };
+}
+
+on_every_log! {
+    a_repeated_id_is_charged_once => repeated_check;
+    a_repeated_mcheck_is_charged_once_even_when_one_key_forgot_it => repeated_mcheck;
+    undo_by_id_is_exact_and_idempotent => undo_by_id;
+    settle_moves_a_charge_down_up_and_to_zero => settle;
+    a_stale_token_never_removes_a_later_entry => stale_tokens;
+    bad_input_changes_and_replicates_nothing => bad_input;
+    replicas_and_the_aof_reach_the_same_entries => replication_and_aof;
+}
+
+fn call(c: &mut Connection, command: &str, args: &[&str]) -> Value {
+    slidewin(c, command, args).unwrap_or_else(|e| panic!("{command} {args:?}: {e}"))
+}
+
+fn int(v: &Value) -> i64 {
+    redis::from_redis_value_ref(v).unwrap_or_else(|_| panic!("an integer: {v:?}"))
+}
+
+/// The replication offset: it moves when anything is propagated.
+fn offset(c: &mut Connection) -> String {
+    info_field(c, "replication", "master_repl_offset").expect("master_repl_offset")
+}
+
+fn repeated_check(flavor: Flavor, log: Log) {
+    let server = options(flavor, log).start();
+    let mut c = server.conn();
+    let k = "llm:key:1";
+    // Reserve 3 of 5 under an id; the reply is lost, the client retries.
+    assert_eq!(
+        call(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &[k, "5", "60000", "COST", "3", "ID", "req-1"]
+        ),
+        Value::Int(1)
+    );
+    assert_eq!(zcard(&mut c, k), 3);
+    let offset_before = offset(&mut c);
+    for _ in 0..3 {
+        assert_eq!(
+            call(
+                &mut c,
+                "SLIDEWIN.CHECK",
+                &[k, "5", "60000", "COST", "3", "ID", "req-1"]
+            ),
+            Value::Int(1)
+        );
+    }
+    assert_eq!(zcard(&mut c, k), 3, "a repeat charges nothing");
+    assert_eq!(offset(&mut c), offset_before, "a repeat replicates nothing");
+    // A repeat with DETAIL: allowed, the state as it is now.
+    let d = detail(
+        &mut c,
+        "SLIDEWIN.CHECK",
+        &[k, "5", "60000", "COST", "3", "ID", "req-1", "DETAIL"],
+    );
+    assert_eq!(d[..4], [1, 5, 2, 0]);
+    assert!((59_000..=60_000).contains(&d[4]), "{d:?}");
+    // A repeat with another COST is still the first charge.
+    assert_eq!(
+        call(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &[k, "5", "60000", "COST", "5", "ID", "req-1"]
+        ),
+        Value::Int(1)
+    );
+    assert_eq!(zcard(&mut c, k), 3);
+    // Another id is a new call: 3 more do not fit; denied, so not remembered.
+    assert_eq!(
+        call(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &[k, "5", "60000", "COST", "3", "ID", "req-2"]
+        ),
+        Value::Int(0)
+    );
+    assert_eq!(
+        call(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &[k, "5", "60000", "COST", "2", "ID", "req-2"]
+        ),
+        Value::Int(1)
+    );
+    assert_eq!(zcard(&mut c, k), 5);
+    // A binary id, 128 bytes: its own charge.
+    let long = vec![0xffu8; 128];
+    let v: Value = redis::cmd("SLIDEWIN.CHECK")
+        .arg(k)
+        .arg("10")
+        .arg("60000")
+        .arg("ID")
+        .arg(&long)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v, Value::Int(1));
+    let v: Value = redis::cmd("SLIDEWIN.CHECK")
+        .arg(k)
+        .arg("10")
+        .arg("60000")
+        .arg("ID")
+        .arg(&long)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v, Value::Int(1));
+    assert_eq!(zcard(&mut c, k), 6);
+    let repeated: i64 = info_field(&mut c, "slidewin", "slidewin_repeated")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(repeated, 6, "INFO counts the repeats");
+    // Once the charge has left the window the id is forgotten: charged anew.
+    let short = "llm:key:short";
+    assert_eq!(
+        call(&mut c, "SLIDEWIN.CHECK", &[short, "1", "100", "ID", "r"]),
+        Value::Int(1)
+    );
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    assert_eq!(
+        call(&mut c, "SLIDEWIN.CHECK", &[short, "1", "100", "ID", "r"]),
+        Value::Int(1)
+    );
+    assert_eq!(zcard(&mut c, short), 1);
+    assert_eq!(
+        call(&mut c, "SLIDEWIN.CHECK", &[short, "1", "100"]),
+        Value::Int(0),
+        "and it counts"
+    );
+}
+
+fn repeated_mcheck(flavor: Flavor, log: Log) {
+    let server = options(flavor, log).start();
+    let mut c = server.conn();
+    // Requests per second and tokens per minute.
+    let rules = ["2", "{k}:rps", "200", "200", "{k}:tpm", "1000", "60000"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        let mut v: Vec<&'static str> = rules.to_vec();
+        v.extend_from_slice(extra);
+        v
+    };
+    assert_eq!(
+        call(
+            &mut c,
+            "SLIDEWIN.MCHECK",
+            &with(&["COST", "100", "ID", "q1"])
+        ),
+        Value::Int(1)
+    );
+    assert_eq!(
+        (zcard(&mut c, "{k}:rps"), zcard(&mut c, "{k}:tpm")),
+        (100, 100)
+    );
+    let d: Vec<Value> = redis::from_redis_value_ref(&call(
+        &mut c,
+        "SLIDEWIN.MCHECK",
+        &with(&["COST", "100", "ID", "q1", "DETAIL"]),
+    ))
+    .unwrap();
+    assert_eq!(d[0], Value::Int(1), "a repeat is allowed: {d:?}");
+    assert_eq!(d[1], Value::Int(0));
+    let tpm: Vec<i64> = redis::from_redis_value_ref(&d[3]).unwrap();
+    assert_eq!(tpm[..4], [1, 1000, 900, 0], "as the key is now");
+    assert_eq!(
+        (zcard(&mut c, "{k}:rps"), zcard(&mut c, "{k}:tpm")),
+        (100, 100)
+    );
+    // The per-second key forgets the charge; the minute key still holds it:
+    // a retry is still a repeat, charged nowhere.
+    std::thread::sleep(std::time::Duration::from_millis(250));
+    assert_eq!(
+        call(
+            &mut c,
+            "SLIDEWIN.MCHECK",
+            &with(&["COST", "100", "ID", "q1"])
+        ),
+        Value::Int(1)
+    );
+    assert_eq!(zcard(&mut c, "{k}:tpm"), 100);
+    assert_eq!(zcard(&mut c, "{k}:rps"), 0, "trimmed, not charged again");
+    // UNDO by id on each key gives it back everywhere.
+    assert_eq!(
+        int(&call(&mut c, "SLIDEWIN.UNDO", &["{k}:tpm", "ID", "q1"])),
+        100
+    );
+    assert_eq!(
+        int(&call(&mut c, "SLIDEWIN.UNDO", &["{k}:rps", "ID", "q1"])),
+        0
+    );
+    assert!(!exists(&mut c, "{k}:tpm"));
+}
+
+fn undo_by_id(flavor: Flavor, log: Log) {
+    let server = options(flavor, log).start();
+    let mut c = server.conn();
+    let k = "sms:phone:1";
+    assert_eq!(
+        call(&mut c, "SLIDEWIN.CHECK", &[k, "10", "60000", "COST", "2"]),
+        Value::Int(1)
+    );
+    assert_eq!(
+        call(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &[k, "10", "60000", "COST", "3", "ID", "a"]
+        ),
+        Value::Int(1)
+    );
+    assert_eq!(
+        call(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &[k, "10", "60000", "COST", "4", "ID", "b"]
+        ),
+        Value::Int(1)
+    );
+    assert_eq!(zcard(&mut c, k), 9);
+    assert_eq!(int(&call(&mut c, "SLIDEWIN.UNDO", &[k, "ID", "a"])), 3);
+    assert_eq!(zcard(&mut c, k), 6, "exactly a's entries");
+    assert_eq!(
+        int(&call(&mut c, "SLIDEWIN.UNDO", &[k, "ID", "a"])),
+        0,
+        "a second UNDO removes nothing"
+    );
+    assert_eq!(int(&call(&mut c, "SLIDEWIN.UNDO", &[k, "id", "never"])), 0);
+    assert_eq!(zcard(&mut c, k), 6);
+    // b is untouched, and still a repeat.
+    assert_eq!(
+        call(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &[k, "10", "60000", "COST", "4", "ID", "b"]
+        ),
+        Value::Int(1)
+    );
+    assert_eq!(zcard(&mut c, k), 6);
+    // After UNDO the id is forgotten: the same id is a new charge.
+    assert_eq!(
+        call(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &[k, "10", "60000", "COST", "3", "ID", "a"]
+        ),
+        Value::Int(1)
+    );
+    assert_eq!(zcard(&mut c, k), 9);
+    // UNDO by member never removes an entry of a charge made with an id,
+    // whatever name it is given.
+    let members: Vec<Vec<u8>> = redis::cmd("ZRANGE")
+        .arg(k)
+        .arg(0)
+        .arg(-1)
+        .query(&mut c)
+        .unwrap();
+    let mut undo = redis::cmd("SLIDEWIN.UNDO");
+    undo.arg(k);
+    for m in members.iter().filter(|m| m.first() == Some(&b'#')) {
+        undo.arg(m);
+    }
+    assert_eq!(undo.query::<i64>(&mut c).unwrap(), 0);
+    assert_eq!(int(&call(&mut c, "SLIDEWIN.UNDO", &[k, "ID", "b"])), 4);
+    assert_eq!(int(&call(&mut c, "SLIDEWIN.UNDO", &[k, "ID", "a"])), 3);
+    assert_eq!(zcard(&mut c, k), 2, "the call without an id is left");
+    let undone: i64 = info_field(&mut c, "slidewin", "slidewin_undone")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(undone, 10);
+}
+
+fn settle(flavor: Flavor, log: Log) {
+    let server = options(flavor, log).start();
+    let mut c = server.conn();
+    let k = "tpm:key:1";
+    // Reserve an estimate of 40 of 100 tokens.
+    assert_eq!(
+        call(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &[k, "100", "60000", "COST", "40", "ID", "r1"]
+        ),
+        Value::Int(1)
+    );
+    let at: f64 = redis::cmd("ZSCORE")
+        .arg(k)
+        .arg("#1:r1")
+        .query(&mut c)
+        .unwrap();
+    // Down: the response used 25.
+    assert_eq!(
+        int(&call(
+            &mut c,
+            "SLIDEWIN.SETTLE",
+            &[k, "ID", "r1", "COST", "25"]
+        )),
+        25
+    );
+    assert_eq!(zcard(&mut c, k), 25);
+    assert_eq!(
+        call(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &[k, "100", "60000", "COST", "75", "ID", "r2"]
+        ),
+        Value::Int(1)
+    );
+    assert_eq!(
+        call(&mut c, "SLIDEWIN.CHECK", &[k, "100", "60000"]),
+        Value::Int(0),
+        "full"
+    );
+    // Up past the limit: r1 really used 60; added at r1's own time, the
+    // expiry untouched.
+    let expiry = expires_at(&mut c, k);
+    assert_eq!(
+        int(&call(
+            &mut c,
+            "SLIDEWIN.SETTLE",
+            &[k, "ID", "r1", "COST", "60"]
+        )),
+        60
+    );
+    assert_eq!(zcard(&mut c, k), 135);
+    let scores: Vec<(Vec<u8>, f64)> = entries(&mut c, k.as_bytes());
+    let r1: Vec<f64> = scores
+        .iter()
+        .filter(|(m, _)| m.starts_with(b"#") && m.ends_with(b":r1"))
+        .map(|&(_, s)| s)
+        .collect();
+    assert_eq!(r1.len(), 60);
+    assert!(
+        r1.iter().all(|&s| s == at),
+        "every unit at the charge's own time"
+    );
+    assert_eq!(expires_at(&mut c, k), expiry);
+    // The following calls wait: the key holds 135 of 100.
+    let d = detail(&mut c, "SLIDEWIN.CHECK", &[k, "100", "60000", "DETAIL"]);
+    assert_eq!(d[..3], [0, 100, 0]);
+    assert!(d[3] > 0, "{d:?}");
+    assert_eq!(int(&call(&mut c, "SLIDEWIN.UNDO", &[k, "ID", "r2"])), 75);
+    assert_eq!(
+        call(&mut c, "SLIDEWIN.CHECK", &[k, "100", "60000", "COST", "41"]),
+        Value::Int(0)
+    );
+    assert_eq!(
+        call(&mut c, "SLIDEWIN.CHECK", &[k, "100", "60000", "COST", "40"]),
+        Value::Int(1)
+    );
+    // Settling to the same units changes nothing and replicates nothing.
+    let before = (digest(&mut c), offset(&mut c));
+    assert_eq!(
+        int(&call(
+            &mut c,
+            "SLIDEWIN.SETTLE",
+            &[k, "ID", "r1", "COST", "60"]
+        )),
+        60
+    );
+    assert_eq!((digest(&mut c), offset(&mut c)), before);
+    // To zero: all of it back; the id is then forgotten.
+    assert_eq!(
+        int(&call(
+            &mut c,
+            "SLIDEWIN.SETTLE",
+            &[k, "ID", "r1", "COST", "0"]
+        )),
+        0
+    );
+    assert_eq!(zcard(&mut c, k), 40);
+    assert_eq!(
+        int(&call(
+            &mut c,
+            "SLIDEWIN.SETTLE",
+            &[k, "ID", "r1", "COST", "5"]
+        )),
+        -1
+    );
+    assert_eq!(
+        int(&call(
+            &mut c,
+            "SLIDEWIN.SETTLE",
+            &["no:such:key", "ID", "r1", "COST", "5"]
+        )),
+        -1
+    );
+    assert!(
+        !exists(&mut c, "no:such:key"),
+        "SETTLE on a missing key creates nothing"
+    );
+    assert_eq!(
+        call(&mut c, "SLIDEWIN.CHECK", &[k, "100", "60000", "COST", "60"]),
+        Value::Int(1)
+    );
+    // A key emptied by SETTLE is deleted.
+    assert_eq!(
+        call(&mut c, "SLIDEWIN.CHECK", &["one", "5", "60000", "ID", "x"]),
+        Value::Int(1)
+    );
+    assert_eq!(
+        int(&call(
+            &mut c,
+            "SLIDEWIN.SETTLE",
+            &["one", "ID", "x", "COST", "0"]
+        )),
+        0
+    );
+    assert!(!exists(&mut c, "one"));
+    let settled: i64 = info_field(&mut c, "slidewin", "slidewin_settled")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(settled, 5);
+}
+
+fn stale_tokens(flavor: Flavor, log: Log) {
+    let server = options(flavor, log).start();
+    let mut c = server.conn();
+    let token = |v: &Value| -> String {
+        let Value::Array(items) = v else {
+            panic!("{v:?}")
+        };
+        let members: Vec<String> = redis::from_redis_value_ref(items.last().unwrap()).unwrap();
+        assert_eq!(members.len(), 1, "{v:?}");
+        members[0].clone()
+    };
+    // A caller got member 1; the window passes and the key empties.
+    let first = token(&call(
+        &mut c,
+        "SLIDEWIN.CHECK",
+        &["h:a", "1", "150", "WITHMEMBERS"],
+    ));
+    assert!(first.starts_with("1@"), "{first}");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let second = token(&call(
+        &mut c,
+        "SLIDEWIN.CHECK",
+        &["h:a", "1", "150", "WITHMEMBERS"],
+    ));
+    assert!(second.starts_with("1@"), "the key started over: {second}");
+    assert_ne!(first, second);
+    // The first caller's late UNDO never takes the second caller's entry.
+    assert_eq!(int(&call(&mut c, "SLIDEWIN.UNDO", &["h:a", &first])), 0);
+    assert_eq!(zcard(&mut c, "h:a"), 1);
+    assert_eq!(int(&call(&mut c, "SLIDEWIN.UNDO", &["h:a", &second])), 1);
+    assert!(!exists(&mut c, "h:a"));
+    // Within one millisecond (MULTI keeps the clock where the server
+    // caches it): UNDO, then a new call, then the first UNDO again.
+    for _ in 0..20 {
+        let replies: Vec<Value> = redis::pipe()
+            .atomic()
+            .cmd("SLIDEWIN.CHECK")
+            .arg(&["h:b", "5", "60000", "WITHMEMBERS"])
+            .cmd("SLIDEWIN.CHECK")
+            .arg(&["h:b", "5", "60000", "WITHMEMBERS"])
+            .query(&mut c)
+            .unwrap();
+        let (t1, t2) = (token(&replies[0]), token(&replies[1]));
+        let replies: Vec<Value> = redis::pipe()
+            .atomic()
+            .cmd("SLIDEWIN.UNDO")
+            .arg("h:b")
+            .arg(&t2)
+            .cmd("SLIDEWIN.CHECK")
+            .arg(&["h:b", "5", "60000", "WITHMEMBERS"])
+            .cmd("SLIDEWIN.UNDO")
+            .arg("h:b")
+            .arg(&t2)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(int(&replies[0]), 1);
+        let t3 = token(&replies[1]);
+        assert_ne!(
+            t3, t2,
+            "a freed id is not handed out again in its millisecond"
+        );
+        assert_eq!(int(&replies[2]), 0, "the stale token removes nothing");
+        assert_eq!(int(&call(&mut c, "SLIDEWIN.UNDO", &["h:b", &t1, &t3])), 2);
+        assert!(!exists(&mut c, "h:b"));
+    }
+    // Bare members (0.1.0's replies, other writers' members) still work.
+    let t = token(&call(
+        &mut c,
+        "SLIDEWIN.CHECK",
+        &["h:c", "5", "60000", "WITHMEMBERS"],
+    ));
+    let bare = String::from_utf8(token_member(t.as_bytes())).unwrap();
+    assert_eq!(int(&call(&mut c, "SLIDEWIN.UNDO", &["h:c", &bare])), 1);
+}
+
+fn bad_input(flavor: Flavor, log: Log) {
+    let server = options(flavor, log).start();
+    let mut c = server.conn();
+    assert_eq!(
+        call(&mut c, "SLIDEWIN.CHECK", &["k", "5", "60000", "ID", "x"]),
+        Value::Int(1)
+    );
+    let _: () = redis::cmd("SET").arg("str").arg("v").query(&mut c).unwrap();
+    let before = (digest(&mut c), offset(&mut c));
+    let long = "x".repeat(129);
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        ("SLIDEWIN.CHECK", vec!["k", "5", "60000", "ID", ""], "ERR ID must be 1 to 128 bytes"),
+        ("SLIDEWIN.CHECK", vec!["k", "5", "60000", "ID", &long], "ERR ID must be 1 to 128 bytes"),
+        ("SLIDEWIN.CHECK", vec!["k", "5", "60000", "ID"], "ERR ID needs a request id"),
+        ("SLIDEWIN.CHECK", vec!["k", "5", "60000", "ID", "a", "ID", "b"], "ERR option ID given more than once"),
+        (
+            "SLIDEWIN.CHECK",
+            vec!["k", "5", "60000", "ID", "a", "WITHMEMBERS"],
+            "ERR WITHMEMBERS and ID cannot be combined: give a charge made with an ID back with SLIDEWIN.UNDO key ID request-id",
+        ),
+        ("SLIDEWIN.PEEK", vec!["k", "5", "60000", "ID", "a"], "ERR PEEK records nothing: ID applies to CHECK and MCHECK"),
+        ("SLIDEWIN.MCHECK", vec!["1", "k", "5", "60000", "ID", ""], "ERR ID must be 1 to 128 bytes"),
+        ("SLIDEWIN.UNDO", vec!["k", "ID", ""], "ERR ID must be 1 to 128 bytes"),
+        (
+            "SLIDEWIN.SETTLE",
+            vec!["k", "ID", "x", "COST", "-1"],
+            "ERR COST units must be an integer between 0 and 100000 (slidewin.max-limit)",
+        ),
+        (
+            "SLIDEWIN.SETTLE",
+            vec!["k", "ID", "x", "COST", "1.5"],
+            "ERR COST units must be an integer between 0 and 100000 (slidewin.max-limit)",
+        ),
+        (
+            "SLIDEWIN.SETTLE",
+            vec!["k", "ID", "x", "COST", "100001"],
+            "ERR COST units must be an integer between 0 and 100000 (slidewin.max-limit)",
+        ),
+        (
+            "SLIDEWIN.SETTLE",
+            vec!["k", "REQ", "x", "COST", "1"],
+            "ERR syntax error: SLIDEWIN.SETTLE key ID request-id COST units",
+        ),
+        ("SLIDEWIN.SETTLE", vec!["k", "ID", "", "COST", "1"], "ERR ID must be 1 to 128 bytes"),
+        ("SLIDEWIN.SETTLE", vec!["str", "ID", "x", "COST", "1"], "WRONGTYPE"),
+        ("SLIDEWIN.UNDO", vec!["str", "ID", "x"], "WRONGTYPE"),
+        ("SLIDEWIN.CHECK", vec!["str", "5", "60000", "ID", "x"], "WRONGTYPE"),
+    ];
+    for (command, args, want) in &cases {
+        let err = slidewin(&mut c, command, args).expect_err(&format!("{command} {args:?}"));
+        let text = error_text(&err);
+        assert!(text.starts_with(want), "{command} {args:?}: {text}");
+    }
+    // Arity, as the server words it.
+    for args in [
+        &["k", "ID", "x", "COST"][..],
+        &["k", "ID", "x", "COST", "1", "2"][..],
+        &["k"][..],
+    ] {
+        let err = slidewin(&mut c, "SLIDEWIN.SETTLE", args).expect_err("arity");
+        assert!(
+            error_text(&err).contains("wrong number of arguments"),
+            "{}",
+            error_text(&err)
+        );
+    }
+    // SETTLE's increase is bounded per call as COST is.
+    config_set(&mut c, "slidewin.max-entries-per-call", "10");
+    let err =
+        slidewin(&mut c, "SLIDEWIN.SETTLE", &["k", "ID", "x", "COST", "12"]).expect_err("bound");
+    assert_eq!(
+        error_text(&err),
+        "ERR SETTLE to 12 units would add 11 entries; slidewin.max-entries-per-call allows 10 a call"
+    );
+    assert_eq!(
+        (digest(&mut c), offset(&mut c)),
+        before,
+        "nothing changed or replicated"
+    );
+    assert_eq!(
+        int(&call(
+            &mut c,
+            "SLIDEWIN.SETTLE",
+            &["k", "ID", "x", "COST", "11"]
+        )),
+        11
+    );
+}
+
+fn replication_and_aof(flavor: Flavor, log: Log) {
+    let master = options(flavor, log)
+        .arg("appendonly", "yes")
+        .arg("appendfsync", "always")
+        .arg("aof-use-rdb-preamble", "no")
+        .start();
+    let replica = match log {
+        Log::Zset => replica_without_module(&master, flavor),
+    };
+    let mut m = master.conn();
+    for i in 0..200 {
+        let key = format!("{{r}}:k{}", i % 7);
+        let id = format!("req-{}", i % 23);
+        let cost = (1 + i % 4).to_string();
+        match i % 5 {
+            0 | 1 => {
+                call(
+                    &mut m,
+                    "SLIDEWIN.CHECK",
+                    &[&key, "20", "600000", "COST", &cost, "ID", &id],
+                );
+            }
+            2 => {
+                call(
+                    &mut m,
+                    "SLIDEWIN.MCHECK",
+                    &[
+                        "2", &key, "20", "600000", "{r}:all", "200", "600000", "COST", &cost, "ID",
+                        &id,
+                    ],
+                );
+            }
+            3 => {
+                call(
+                    &mut m,
+                    "SLIDEWIN.SETTLE",
+                    &[&key, "ID", &id, "COST", &((i * 7) % 9).to_string()],
+                );
+            }
+            _ => {
+                call(&mut m, "SLIDEWIN.UNDO", &[&key, "ID", &id]);
+            }
+        }
+        if i % 40 == 39 {
+            assert_replica_matches(&master, &replica);
+        }
+    }
+    let r = assert_replica_matches(&master, &replica);
+    drop(r);
+    let before = digest(&mut m);
+    let names: std::collections::HashSet<String> = aof_commands(&master.dir)
+        .iter()
+        .map(|cmd| String::from_utf8_lossy(&cmd[0]).to_ascii_uppercase())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.contains("SLIDEWIN")),
+        "effects, never the command: {names:?}"
+    );
+    let _: () = redis::cmd("DEBUG")
+        .arg("LOADAOF")
+        .query(&mut m)
+        .expect("DEBUG LOADAOF");
+    assert_eq!(
+        digest(&mut m),
+        before,
+        "the AOF reproduces the entries and ids"
+    );
+}
