@@ -1,4 +1,5 @@
 //! SLIDEWIN.CHECK against real servers: every server of the suite.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

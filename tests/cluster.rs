@@ -1,5 +1,6 @@
 //! slidewin on Redis Cluster (3 masters, 3 replicas, started by
 //! scripts/cluster.sh, the script behind `make cluster`), on every server of the suite.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

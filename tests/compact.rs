@@ -3,6 +3,7 @@
 //! by effects, RDB, AOF rewrite, DUMP/RESTORE, COPY, RENAME, MOVE), the
 //! effect command's checks, hostile RESTORE payloads, and the default mode
 //! left exactly as it was.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -3,6 +3,7 @@
 //! writing every replicated command to its AOF) and checked offline. One run
 //! uses CHECK with cost 1; another mixes MCHECK (two rules, all or nothing)
 //! and CHECK, both with COST 1 to 3 and WITHMEMBERS.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -4,6 +4,7 @@
 //! idempotent, SETTLE moves a charge down, up past the limit and to zero,
 //! a stale token never removes a later call's entry, and a replica and an
 //! AOF replay reach the same data after each.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -1,4 +1,5 @@
 //! SLIDEWIN.MCHECK, SLIDEWIN.UNDO and WITHMEMBERS on every server of the suite.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

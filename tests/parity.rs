@@ -15,6 +15,7 @@
 //! plus 100 ms, so no entry ever expires within 60 ms of a call. Decisions,
 //! limits and remainders must then match exactly; waits and scores within
 //! that slack.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -22,6 +22,7 @@
 //! watchdog process in its own process group does the same if the test
 //! process dies without unwinding (Ctrl-C, SIGKILL); and every start sweeps
 //! what a dead test process left.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

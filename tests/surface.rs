@@ -1,5 +1,6 @@
 //! The full command surface on every server of the suite: DETAIL, COST,
 //! PEEK, INFO counters, configuration, command metadata and ACLs.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -3,6 +3,7 @@
 //! guarantee and its error bound on a Zipf load of thousands of keys, the
 //! period's rotation, RESET, the configuration at load and at runtime, ACL,
 //! argument errors, events, and no trace in replication, RDB or AOF.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -811,10 +811,8 @@ pub fn set_acl_categories(
     let command = get_command(ctx, name)?;
     // SAFETY: a command handle from GetCommand and a NUL-terminated list of
     // category names, copied by the server.
-    status(
-        unsafe { set(command, categories.as_ptr()) },
-        "setting ACL categories",
-    )?;
+    let set_status = unsafe { set(command, categories.as_ptr()) };
+    status(set_status, "setting ACL categories")?;
     Ok(true)
 }
 
