@@ -12,7 +12,8 @@
 //! - `ffi`: the raw server calls: API lookup, status checks, errors, the
 //!   clock, notifications, key positions, INFO, and the replication builder;
 //! - `clock`: the server clock;
-//! - `zset`: the safe wrapper over the low-level sorted-set key API;
+//! - `ffi::key`: the key handle, a safe wrapper over the low-level key API
+//!   (keys of any type: sorted sets, module values);
 //! - `zset_log`: the sorted-set log and the replication of its effects;
 //! - `commands`: thin command wrappers;
 //! - `command_info`: COMMAND INFO / DOCS metadata;

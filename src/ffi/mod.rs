@@ -4,8 +4,8 @@
 //! capability checks, keyspace notifications, signal-modified, key
 //! positions, module options and configuration, INFO, command creation and
 //! ACL categories, the server log and the panic hook; `command_info.rs`
-//! hands COMMAND DOCS metadata to the server. Only this layer and the
-//! sorted-set wrapper (`zset.rs`) hold `unsafe`.
+//! hands COMMAND DOCS metadata to the server; `key.rs` is the handle of a
+//! key of any type. Only this layer holds `unsafe`.
 
 use std::ffi::CStr;
 use std::marker::PhantomData;
@@ -15,6 +15,7 @@ use redis_module::{raw, Context, RedisString};
 
 pub mod base;
 pub mod command_info;
+pub mod key;
 pub mod module_type;
 pub mod string;
 
