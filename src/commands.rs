@@ -13,7 +13,7 @@ use crate::store::compact::store::{self as compact_store, LOG_TYPE};
 use crate::store::key_log::KeyLog;
 use crate::top::Outcome;
 use crate::window::{self, Detail, KeyedRule, Verdict, WindowLog};
-use crate::{clock, config, counters, hitters, member};
+use crate::{clock, config, counters, member, top::hitters};
 
 impl From<ArgError> for RedisError {
     fn from(e: ArgError) -> Self {

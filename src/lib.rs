@@ -32,7 +32,6 @@ pub mod commands;
 pub mod config;
 pub mod counters;
 pub mod ffi;
-pub mod hitters;
 pub mod member;
 pub mod relocate;
 pub mod stats;
