@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the fuzz targets' seed corpus (fuzz/corpus/<target>/), committed:
-the golden v1 encodings of src/store/compact/codec.rs and chunked logs (for
+the golden v1 and v2 encodings of src/store/compact/codec.rs and chunked logs (for
 `decode`), effects as SLIDEWIN.APPLY takes them (for `apply`), and command
 arguments (for `args`). Words are one a line; `x:` + hex is raw bytes.
 Re-run after a change of the encoding: python3 fuzz/seeds.py"""
@@ -62,7 +62,10 @@ decode = {
     "chunked-strays": encode(chunked, 5000),
     "forty-in-order": encode(in_order),
     "big-counts": encode([(0, 0, 2**40 - 5), (7, 2**40, 5)]),
-    "newer-version": bytes([2, 0, 0]),
+    "newer-version": bytes([3, 0, 0]),
+    # Version 2 (charge records), as codec.rs's golden test writes it.
+    "charges": bytes([2, 0, 3, 0xD0, 0x0F, 0xC0, 0, 8, 0, 0xC0, 0, 9, 2, 5, 2,
+                      2, 97, 98, 0xE8, 0x07, 2, 1, 2, 5, 0, 1, 99, 0xED, 0x07, 1, 4, 0]),
 }
 apply = {
     "add": lines("ADD", "1000", "1", "1"),
@@ -76,6 +79,12 @@ apply = {
     "refused-score": lines("ADD", "-1", "1", "1"),
     "refused-twice": lines("PXAT", "1", "PXAT", "2"),
     "refused-member": lines("ADD", "10", "9223372036854775807", "2"),
+    "charge": lines("CHARGE", "r3", "2000", "20", "3"),
+    "charge-more": lines("CHARGE", "r1", "1000", "30", "2"),
+    "cut": lines("CUT", "r1", "2"),
+    "cut-all-charge": lines("CUT", "r2", "0", "CHARGE", "r2", "3000", "40", "1"),
+    "refused-cut": lines("CUT", "nope", "0"),
+    "refused-remove-unit": lines("REMOVE", "3"),
 }
 args = {
     "check": b"\x00" + lines("5", "60000"),

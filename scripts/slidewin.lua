@@ -5,19 +5,25 @@ MODULE LOAD is not allowed (many managed Redis/Valkey services).
 
   FUNCTION LOAD "$(cat scripts/slidewin.lua)"        (Redis 7.0+, Valkey)
 
-  FCALL    slidewin_check  1 key limit window_ms [COST count] [DETAIL] [WITHMEMBERS]
+  FCALL    slidewin_check  1 key limit window_ms [COST count] [ID request-id]
+                             [DETAIL] [WITHMEMBERS]
   FCALL_RO slidewin_peek   1 key limit window_ms [COST count] [DETAIL]
   FCALL    slidewin_mcheck N key1 .. keyN limit1 window_ms1 .. limitN window_msN
-                             [COST count] [DETAIL] [WITHMEMBERS]
+                             [COST count] [ID request-id] [DETAIL] [WITHMEMBERS]
   FCALL    slidewin_undo   1 key member [member ...]
+  FCALL    slidewin_undo   1 key ID request-id
+  FCALL    slidewin_settle 1 key ID request-id COST units
   FCALL    slidewin_top    0            (an error: SLIDEWIN.TOP needs the module)
 
 Same semantics, replies, errors and data layout as the module's
-SLIDEWIN.CHECK / PEEK / MCHECK / UNDO: each key is a plain sorted set, one
-entry per unit, scored with the server time in ms (TIME), members the same
-integers (short ids counting up from the key's newest member, wide ids
-now_ms * 2^20 + sequence when a short one is taken), so a deployment can
-move between the function and the module on live keys. Differences, all
+SLIDEWIN.CHECK / PEEK / MCHECK / UNDO / SETTLE: each key is a plain sorted
+set, one entry per unit, scored with the server time in ms (TIME), members
+the same integers (short ids counting up from the key's newest member, wide
+ids now_ms * 2^20 + sequence when a short one is taken; WITHMEMBERS hands
+them out as tokens `<id>@<score_ms>`), and a charge made with `ID r` held as
+the members `#1:r` .. `#<units>:r` scored at the charge's time, so a
+deployment can move between the function and the module on live keys.
+Differences, all
 documented in docs/clients.md ("Without the module: the FUNCTION library"):
 the clock is TIME (read when the function runs; the module uses the
 server's cached command time), the bounds are the module's defaults
@@ -30,6 +36,8 @@ the arguments).
 local MAX_LIMIT = 100000
 local MAX_WINDOW = 31622400000
 local MAX_RULES = 64
+-- The longest request id (the module's MAX_REQUEST_ID).
+local MAX_REQUEST_ID = 128
 -- The module's slidewin.max-entries-per-call at its default (0: max-limit).
 local MAX_ENTRIES_PER_CALL = MAX_LIMIT
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
@@ -37,6 +45,28 @@ local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of v
 -- A counter kept for the life of the library (an upvalue of every
 -- function), like the module's per-process member sequence.
 local sequence = 0
+
+-- The same-millisecond fence, kept for the life of the library like the
+-- module's per process: after an UNDO removes the integer member `id` scored
+-- at the current ms, new ids chosen in that ms start above it, so a token
+-- `<id>@<ms>` handed out before the UNDO never names a later entry. The
+-- EVAL form starts it again at every call (a script keeps nothing between
+-- calls): see docs/clients.md.
+local fence_ms, fence_id = -1, 0
+
+-- Notes that an UNDO removed member `m` (a canonical integer) scored `score`
+-- at `now`: the fence rises above it when that score is this millisecond.
+-- A wide id (beyond Lua's exact integers) raises it above every short id.
+local function fence_after_undo(m, score, now)
+    if tonumber(score) ~= now then return end
+    local id = math.huge
+    if #m <= 15 then id = tonumber(m) end
+    if fence_ms ~= now then
+        fence_ms, fence_id = now, id
+    elseif id > fence_id then
+        fence_id = id
+    end
+end
 
 local function err(msg)
     return redis.error_reply(msg)
@@ -55,6 +85,20 @@ local function int_in(s, max)
     local v = tonumber(s)
     if v == nil or v < 1 or v > max then return nil end
     return v
+end
+
+-- A canonical non-negative decimal integer that fits a signed 64-bit
+-- integer (as the module parses a token's parts), or nil.
+local function canonical_u63(s)
+    if not (s == '0' or s:match('^[1-9]%d*$')) then return nil end
+    if #s > 19 or (#s == 19 and s > '9223372036854775807') then return nil end
+    return s
+end
+
+-- An integer in 0..max, as int_in parses it.
+local function int_in_0(s, max)
+    if s == '0' then return 0 end
+    return int_in(s, max)
 end
 
 local function now_ms()
@@ -96,7 +140,8 @@ end
 
 -- The first short id to try after the newest entry of `key`, as the module
 -- picks it: one more than its member when that is a short integer, 1 when
--- the key is empty or its newest member is not an integer; nil when it is
+-- the key is empty, one more than the entries when its newest member is
+-- not an integer (a charge's `#` member, the old script's); nil when it is
 -- a wide id (beyond Lua's exact integers: the caller uses a wide id).
 local function first_short(key)
     local last = redis.call('ZRANGE', key, -1, -1)[1]
@@ -105,7 +150,7 @@ local function first_short(key)
         if #last > 15 then return nil end
         return tonumber(last) + 1
     end
-    return 1
+    return redis.call('ZCARD', key) + 1
 end
 
 -- `count` member names free in every key of `keys`: short ids counting up
@@ -118,6 +163,11 @@ local function fresh_members(keys, now, count)
         local f = first_short(k)
         if f == nil then short = nil break end
         if f > short then short = f end
+    end
+    if short and fence_ms == now and short <= fence_id then
+        -- Above an id an UNDO freed in this millisecond (the fence): the
+        -- next short id, or a wide one after a wide id was freed.
+        if fence_id == math.huge then short = nil else short = fence_id + 1 end
     end
     for _ = 1, count do
         local m = short and string.format('%.0f', short)
@@ -151,14 +201,23 @@ local function wrong_type(key)
     return WRONGTYPE
 end
 
+-- The error for a request id out of bounds, or nil.
+local function request_id_error(r)
+    if #r < 1 or #r > MAX_REQUEST_ID then
+        return 'ERR ID must be 1 to ' .. MAX_REQUEST_ID .. ' bytes'
+    end
+    return nil
+end
+
 local function ms_until_expired(score, window, now)
     return math.ceil(score + window - now)
 end
 
--- Options after the rules: COST count, DETAIL, and for writes WITHMEMBERS
--- (PEEK always replies in detail: DETAIL is accepted there and changes nothing).
+-- Options after the rules: COST count, DETAIL, and for writes ID request-id
+-- and WITHMEMBERS (PEEK always replies in detail: DETAIL is accepted there
+-- and changes nothing).
 local function parse_options(args, from, write)
-    local o = { cost = 1, detail = false, members = false }
+    local o = { cost = 1, detail = false, members = false, id = nil }
     local seen = {}
     local i = from
     while i <= #args do
@@ -166,7 +225,10 @@ local function parse_options(args, from, write)
         if not write and opt == 'WITHMEMBERS' then
             return nil, 'ERR PEEK records nothing, so it takes no WITHMEMBERS (CHECK and MCHECK do)'
         end
-        local known = opt == 'COST' or opt == 'DETAIL' or (write and opt == 'WITHMEMBERS')
+        if not write and opt == 'ID' then
+            return nil, 'ERR PEEK records nothing: ID applies to CHECK and MCHECK'
+        end
+        local known = opt == 'COST' or opt == 'DETAIL' or (write and (opt == 'WITHMEMBERS' or opt == 'ID'))
         if not known then
             local shown = args[i]:sub(1, 32):gsub('[^%w%p ]', function(c)
                 return string.format('\\x%02x', string.byte(c))
@@ -185,10 +247,19 @@ local function parse_options(args, from, write)
                 return nil, 'ERR COST count must be an integer between 1 and ' .. MAX_LIMIT .. ' (slidewin.max-limit)'
             end
             i = i + 2
+        elseif opt == 'ID' then
+            if i == #args then return nil, 'ERR ID needs a request id' end
+            local e = request_id_error(args[i + 1])
+            if e then return nil, e end
+            o.id = args[i + 1]
+            i = i + 2
         else
             if opt == 'DETAIL' then o.detail = true else o.members = true end
             i = i + 1
         end
+    end
+    if o.id and o.members then
+        return nil, 'ERR WITHMEMBERS and ID cannot be combined: give a charge made with an ID back with SLIDEWIN.UNDO key ID request-id'
     end
     o.detail = o.detail or o.members
     return o
@@ -238,13 +309,85 @@ local function expiry(key, now, window)
     return now + window
 end
 
+-- Pairs sent to one ZADD or members to one ZREM: unpack() fails from
+-- 8000 values (Lua's C stack), and COST and SETTLE go up to 100000.
+local BATCH = 1000
+
 local function add(key, now, members)
-    local args = {}
-    for _, m in ipairs(members) do
-        args[#args + 1] = now
-        args[#args + 1] = m
+    local i = 1
+    while i <= #members do
+        local args = {}
+        for j = i, math.min(#members, i + BATCH - 1) do
+            args[#args + 1] = now
+            args[#args + 1] = members[j]
+        end
+        redis.call('ZADD', key, unpack(args))
+        i = i + BATCH
     end
-    redis.call('ZADD', key, unpack(args))
+end
+
+-- The member holding unit `i` of the charge under request id `r`.
+local function unit_member(i, r)
+    return '#' .. string.format('%d', i) .. ':' .. r
+end
+
+-- The charge under `r` in `key`: its score and its units, or nil when the
+-- key holds none. The units are always the prefix #1:r .. #units:r (SETTLE
+-- removes the highest, UNDO by member none), so they are counted as the
+-- module counts them: double until a unit is missing, then a binary search,
+-- O(log units) lookups.
+local function charge(key, r)
+    local score = redis.call('ZSCORE', key, unit_member(1, r))
+    if not score then return nil end
+    local lo, hi = 1, 2
+    while redis.call('ZSCORE', key, unit_member(hi, r)) do
+        lo, hi = hi, hi * 2
+    end
+    while hi - lo > 1 do
+        local mid = lo + math.floor((hi - lo) / 2)
+        if redis.call('ZSCORE', key, unit_member(mid, r)) then lo = mid else hi = mid end
+    end
+    return tonumber(score), lo
+end
+
+-- Adds units held+1 .. to of the charge under `r`, scored `score`.
+local function add_units(key, r, score, held, to)
+    -- Every score given is a whole millisecond; another writer's is floored,
+    -- as the module does.
+    score = string.format('%.0f', math.floor(score))
+    local i = held + 1
+    while i <= to do
+        local args = {}
+        for j = i, math.min(to, i + BATCH - 1) do
+            args[#args + 1] = score
+            args[#args + 1] = unit_member(j, r)
+        end
+        redis.call('ZADD', key, unpack(args))
+        i = i + BATCH
+    end
+end
+
+-- Removes units keep+1 .. held of the charge under `r`; how many it removed.
+local function remove_units(key, r, keep, held)
+    local removed = 0
+    local i = keep + 1
+    while i <= held do
+        local args = {}
+        for j = i, math.min(held, i + BATCH - 1) do
+            args[#args + 1] = unit_member(j, r)
+        end
+        removed = removed + redis.call('ZREM', key, unpack(args))
+        i = i + BATCH
+    end
+    return removed
+end
+
+-- What WITHMEMBERS hands out: `<id>@<score_ms>` for each member added at `now`.
+local function tokens(members, now)
+    local at = '@' .. string.format('%.0f', now)
+    local out = {}
+    for i, m in ipairs(members) do out[i] = m .. at end
+    return out
 end
 
 local function check(keys, args, name, write)
@@ -265,13 +408,22 @@ local function check(keys, args, name, write)
     else
         n = redis.call('ZCOUNT', key, '(' .. cutoff, '+inf')
     end
+    if o.id and charge(key, o.id) then
+        -- A repeat: charges nothing, changes nothing more (the trim aside).
+        if not o.detail then return 1 end
+        return { 1, limit, math.max(0, limit - n), 0, reset_after(key, now, window) }
+    end
     local allowed = n + o.cost <= limit
     local members = {}
     local at
     if write and allowed then
         at = expiry(key, now, window)
-        members = fresh_members({ key }, now, o.cost)
-        add(key, now, members)
+        if o.id then
+            add_units(key, o.id, now, 0, o.cost)
+        else
+            members = fresh_members({ key }, now, o.cost)
+            add(key, now, members)
+        end
         redis.call('PEXPIREAT', key, at)
     end
     if write and not o.detail then
@@ -287,7 +439,7 @@ local function check(keys, args, name, write)
         reply[4] = retry_after(key, now, limit, window, o.cost, n)
         reply[5] = reset_after(key, now, window)
     end
-    if o.members then reply[6] = members end
+    if o.members then reply[6] = tokens(members, now) end
     return reply
 end
 
@@ -337,6 +489,21 @@ local function mcheck(keys, args)
     for _, k in ipairs(distinct) do
         redis.call('ZREMRANGEBYSCORE', k, '-inf', now - longest[k])
     end
+    if o.id then
+        for _, k in ipairs(distinct) do
+            if charge(k, o.id) then
+                -- A repeat: any key holding the charge answers for the call.
+                if not o.detail then return 1 end
+                local reply = { 1, 0 }
+                for i = 1, rules do
+                    local n = redis.call('ZCOUNT', keys[i], '(' .. (now - windows[i]), '+inf')
+                    reply[#reply + 1] = { 1, limits[i], math.max(0, limits[i] - n), 0,
+                        reset_after(keys[i], now, windows[i]) }
+                end
+                return reply
+            end
+        end
+    end
     local counts, fits, allowed = {}, {}, true
     for i = 1, rules do
         counts[i] = redis.call('ZCOUNT', keys[i], '(' .. (now - windows[i]), '+inf')
@@ -349,13 +516,13 @@ local function mcheck(keys, args)
         for _, k in ipairs(distinct) do
             future[k] = newest_above(k, now)
         end
-        members = fresh_members(distinct, now, o.cost)
+        if not o.id then members = fresh_members(distinct, now, o.cost) end
         for _, k in ipairs(distinct) do
             local at = now + longest[k]
             if future[k] and future[k] > now then
                 at = now + ms_until_expired(future[k], longest[k], now)
             end
-            add(k, now, members)
+            if o.id then add_units(k, o.id, now, 0, o.cost) else add(k, now, members) end
             redis.call('PEXPIREAT', k, at)
         end
     end
@@ -382,15 +549,77 @@ local function mcheck(keys, args)
     end
     local reply = { allowed and 1 or 0, allowed and 0 or retry }
     for i = 1, rules do reply[#reply + 1] = details[i] end
-    if o.members then reply[#reply + 1] = members end
+    if o.members then reply[#reply + 1] = tokens(members, now) end
     return reply
 end
 
+-- UNDO key ID r: the charge's units. UNDO key member ...: a token
+-- `<id>@<ms>` removes member id only while it is scored ms; anything else
+-- is removed as a plain member, except a charge's `#` members.
 local function undo(keys, args)
     if #keys ~= 1 or #args < 1 then return arity('slidewin.undo') end
-    local wt = wrong_type(keys[1])
+    local key = keys[1]
+    if #args == 2 and string.upper(args[1]) == 'ID' then
+        local e = request_id_error(args[2])
+        if e then return err(e) end
+        local wt = wrong_type(key)
+        if wt then return err(wt) end
+        local score, units = charge(key, args[2])
+        if not score then return 0 end
+        return remove_units(key, args[2], 0, units)
+    end
+    local wt = wrong_type(key)
     if wt then return err(wt) end
-    return redis.call('ZREM', keys[1], unpack(args))
+    local now
+    local removed = 0
+    for _, a in ipairs(args) do
+        local m, ms = a, nil
+        local id, at = a:match('^(%d+)@(%d+)$')
+        if id and canonical_u63(id) and canonical_u63(at) then
+            m, ms = id, at
+        end
+        if m:sub(1, 1) ~= '#' then
+            local integer = canonical_u63(m)
+            local score = (ms or integer) and redis.call('ZSCORE', key, m)
+            if ms == nil or (score and tonumber(score) == tonumber(ms)) then
+                local r = redis.call('ZREM', key, m)
+                if r == 1 and integer and score then
+                    now = now or now_ms()
+                    fence_after_undo(m, score, now)
+                end
+                removed = removed + r
+            end
+        end
+    end
+    return removed
+end
+
+-- SETTLE key ID r COST units: the charge under r set to `units`.
+local function settle(keys, args)
+    if #keys ~= 1 or #args ~= 4 then return arity('slidewin.settle') end
+    if string.upper(args[1]) ~= 'ID' or string.upper(args[3]) ~= 'COST' then
+        return err('ERR syntax error: SLIDEWIN.SETTLE key ID request-id COST units')
+    end
+    local r = args[2]
+    local units = int_in_0(args[4], MAX_LIMIT)
+    if not units then
+        return err('ERR COST units must be an integer between 0 and ' .. MAX_LIMIT .. ' (slidewin.max-limit)')
+    end
+    local e = request_id_error(r)
+    if e then return err(e) end
+    local key = keys[1]
+    local wt = wrong_type(key)
+    if wt then return err(wt) end
+    local score, held = charge(key, r)
+    if not score then return -1 end
+    if units < held then
+        remove_units(key, r, units, held)
+    elseif units > held then
+        -- The increase never exceeds MAX_ENTRIES_PER_CALL here: both are
+        -- max-limit, the module's defaults.
+        add_units(key, r, score, held, units)
+    end
+    return units
 end
 
 redis.register_function('slidewin_check', function(keys, args)
@@ -403,6 +632,7 @@ redis.register_function{
 }
 redis.register_function('slidewin_mcheck', mcheck)
 redis.register_function('slidewin_undo', undo)
+redis.register_function('slidewin_settle', settle)
 -- SLIDEWIN.TOP needs the module's in-memory summary of every decision; a
 -- function cannot keep one.
 redis.register_function('slidewin_top', function()

@@ -64,17 +64,6 @@ fn members(ids: &[i64], now_ms: i64) -> RedisValue {
     )
 }
 
-/// Refuses a request id on a compact log: its charges are not kept there
-/// yet. Nothing has changed when this is checked.
-fn ids_supported(log: &KeyLog, id: Option<&[u8]>) -> Result<(), RedisError> {
-    match id.is_some() && log.is_compact() {
-        true => Err(RedisError::Str(
-            "ERR request ids (ID, SETTLE) need a sorted-set log: this key is a compact log (slidewin.log-type compact)",
-        )),
-        false => Ok(()),
-    }
-}
-
 /// The reply for a verdict: `1`/`0`, or the five-field DETAIL array, plus
 /// the oldest entry's age with WITHOLDEST (`oldest_age_ms`, -1 for an
 /// empty window), plus, last, the members added with WITHMEMBERS.
@@ -132,7 +121,6 @@ fn execute(ctx: &Context, argv: &[Arg], command: Command) -> RedisResult {
     let (verdict, oldest_age) = match command {
         Command::Check => {
             let mut log = KeyLog::open_write(ctx, key)?;
-            ids_supported(&log, request.id)?;
             let verdict =
                 window::check_request(&mut log, now, rule, request.reply.want(), request.id)?;
             let oldest_age = oldest(&mut log, &verdict)?;
@@ -204,9 +192,6 @@ fn execute_multi(ctx: &Context, argv: &[Arg]) -> RedisResult {
         .iter()
         .map(|k| KeyLog::open_write(ctx, k))
         .collect::<Result<Vec<_>, _>>()?;
-    for log in &logs {
-        ids_supported(log, request.id)?;
-    }
     let want = request.reply.want();
     let v = window::mcheck_request(&mut logs, &rules, now, request.cost, want, request.id)?;
     match (v.repeated, v.allowed) {
@@ -256,10 +241,7 @@ fn execute_undo(ctx: &Context, argv: &[Arg]) -> RedisResult {
     let mut log = KeyLog::open_write(ctx, key)?;
     let removed = match request {
         UndoRequest::Members => log.remove_members(members, now)?,
-        UndoRequest::Id(id) => {
-            ids_supported(&log, Some(id))?;
-            window::undo_request(&mut log, id)?
-        }
+        UndoRequest::Id(id) => window::undo_request(&mut log, id)?,
     };
     counters::record_undo(removed);
     Ok(int(removed))
@@ -273,7 +255,6 @@ fn execute_settle(ctx: &Context, argv: &[Arg]) -> RedisResult {
     let bounds = config::bounds();
     let request = args::parse_settle(&words, bounds)?;
     let mut log = KeyLog::open_write(ctx, key)?;
-    ids_supported(&log, Some(request.id))?;
     // An increase adds entries: bounded per call as CHECK's COST is.
     if let Some(charge) = log.charge(request.id)? {
         let added = request.units.saturating_sub(charge.units);

@@ -399,12 +399,20 @@ fn add_entries<L: WindowLog>(
 }
 
 /// The newest entry's score, and the first member id to try after it.
+/// When the newest member is not an id (an entry of a charge made with a
+/// request id, or of the Lua script slidewin replaces), the first id tried
+/// is one more than the number of entries: in a key whose ids count up
+/// from 1 it is usually free, where 1 would usually be taken and send the
+/// call to a 19-digit wide id.
 fn newest_and_first<L: WindowLog>(log: &mut L) -> Result<(Option<f64>, i64), L::Error> {
     let newest = log.newest_entry()?;
-    Ok((
-        newest.map(|(score, _)| score),
-        member::first_choice(newest.and_then(|(_, id)| id)),
-    ))
+    let first = match newest {
+        Some((_, None)) => i64::try_from(log.count()?)
+            .unwrap_or(i64::MAX)
+            .saturating_add(1),
+        _ => member::first_choice(newest.and_then(|(_, id)| id)),
+    };
+    Ok((newest.map(|(score, _)| score), first))
 }
 
 /// Runs one `SLIDEWIN.CHECK` against `log` at time `now_ms`.

@@ -10,6 +10,7 @@ use support::*;
 on_every_server! {
     python_sms_policy_example_runs => python_sms_policy;
     python_wsgi_middleware_example_runs => python_wsgi_middleware;
+    python_llm_gateway_example_runs => python_llm_gateway;
     redis_cli_example_runs => cli_example;
     node_example_runs => node_example;
     go_example_runs => go_example;
@@ -34,6 +35,7 @@ fn run_example(name: &str, port: u16) -> String {
         ),
         "sms_policy.py" => python_example("examples/python/sms_policy.py", port),
         "wsgi_middleware.py" => python_example("examples/python/wsgi_middleware.py", port),
+        "llm_gateway.py" => python_example("examples/python/llm_gateway.py", port),
         "node" => stdout_of(
             Command::new("node")
                 .env("NODE_PATH", node_path)
@@ -62,7 +64,14 @@ fn run_example(name: &str, port: u16) -> String {
 /// get.
 fn all_examples_twice(flavor: Flavor) {
     let server = Options::new(flavor).start();
-    let names = ["cli", "sms_policy.py", "wsgi_middleware.py", "node", "go"];
+    let names = [
+        "cli",
+        "sms_policy.py",
+        "wsgi_middleware.py",
+        "node",
+        "go",
+        "llm_gateway.py",
+    ];
     let first: Vec<String> = names.iter().map(|n| run_example(n, server.port)).collect();
     let again: Vec<String> = names.iter().map(|n| run_example(n, server.port)).collect();
     for (name, (one, two)) in names.iter().zip(first.iter().zip(&again)) {
@@ -73,7 +82,7 @@ fn all_examples_twice(flavor: Flavor) {
     }
     // Each output starts as a fresh key's does on the first run (no example
     // shares a key with another), and as a refused one's on the second.
-    let starts: [(&str, &str); 5] = [
+    let starts: [(&str, &str); 6] = [
         (
             "# 5 SMS codes per minute per IP: the 6th is refused\n1\n",
             "# 5 SMS codes per minute per IP: the 6th is refused\n0\n0\n0\n0\n0\n0\n",
@@ -85,6 +94,7 @@ fn all_examples_twice(flavor: Flavor) {
             "six requests from one IP: 429 429 429 429 429 429",
         ),
         ("code 1: 200", "code 1: 429"),
+        ("request 1: 200 450 tokens", "request 1: 429 Retry-After "),
     ];
     for (i, (fresh, refused)) in starts.iter().enumerate() {
         assert!(
@@ -136,7 +146,12 @@ fn go_example(flavor: Flavor) {
         lines[5],
         "code 6: 429 map[RateLimit-Limit:5 RateLimit-Remaining:0 RateLimit-Reset:60 Retry-After:60]"
     );
-    assert_eq!(lines[6], "policy: 200, members=[1]");
+    // One token, `<member>@<ms>`: member 1 of a fresh key.
+    let token = lines[6]
+        .strip_prefix("policy: 200, members=[1@")
+        .and_then(|t| t.strip_suffix(']'))
+        .unwrap_or_else(|| panic!("{}", lines[6]));
+    assert!(token.parse::<i64>().is_ok(), "{}", lines[6]);
     assert_eq!(lines[7], "policy: 429, Retry-After 60 s");
     assert_eq!(lines[8], "given back: 2");
     let mut c = server.conn();
@@ -212,6 +227,30 @@ fn python_sms_policy(flavor: Flavor) {
             format!("that phone from another IP: 429 {refused}"),
         ]
     );
+}
+
+/// examples/python/llm_gateway.py: requests and tokens per minute per API
+/// key, tokens reserved under a request id, settled, refunded on a failure.
+fn python_llm_gateway(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let out = python_example("examples/python/llm_gateway.py", server.port);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "request 1: 200 450 tokens (reserved 1200); left this minute: requests 3, tokens 9550",
+            "request 2: 502 the model failed (upstream 500); its 1200 tokens given back; left this minute: requests 2, tokens 9550",
+            "request 3: 429 Retry-After 60 (9800 tokens do not fit); left this minute: requests 2, tokens 9550",
+            "request 4: 200 3200 tokens (reserved 3000); left this minute: requests 1, tokens 6350",
+            "request 5: 200 150 tokens (reserved 200); left this minute: requests 0, tokens 6200",
+            "request 6: 429 Retry-After 60 (requests); left this minute: requests 0, tokens 6200",
+        ]
+    );
+    // What the server holds: the tokens used (450 + 3200 + 150) on both
+    // token keys, four requests.
+    let mut c = server.conn();
+    assert_eq!(zcard(&mut c, "llm:{sk-demo-7}:tpm"), 3_800);
+    assert_eq!(zcard(&mut c, "llm:{sk-demo-7}:tpd"), 3_800);
+    assert_eq!(zcard(&mut c, "llm:{sk-demo-7}:rpm"), 4);
 }
 
 fn python_wsgi_middleware(flavor: Flavor) {

@@ -102,12 +102,16 @@ fn options(rng: &mut StdRng, args: &mut Vec<Vec<u8>>) {
         0..=4 => {}
         5..=7 => {
             for _ in 0..rng.random_range(1..=2) {
-                match rng.random_range(0..3) {
+                match rng.random_range(0..4) {
                     0 => {
                         args.push(b"COST".to_vec());
                         args.push(rng.random_range(1..=6i64).to_string().into_bytes());
                     }
                     1 => args.push(b"detail".to_vec()),
+                    2 => {
+                        args.push(b"ID".to_vec());
+                        args.push(request_id(rng));
+                    }
                     _ => args.push(b"WITHMEMBERS".to_vec()),
                 }
             }
@@ -117,6 +121,17 @@ fn options(rng: &mut StdRng, args: &mut Vec<Vec<u8>>) {
                 args.push(token(rng));
             }
         }
+    }
+}
+
+/// A request id from a small set (so that repeats, UNDO and SETTLE find
+/// charges), sometimes an empty, over-long or binary one.
+fn request_id(rng: &mut StdRng) -> Vec<u8> {
+    match rng.random_range(0..10) {
+        0 => Vec::new(),
+        1 => vec![b'x'; 129],
+        2 => vec![0, 0xff, b'#', b':', b'@'],
+        _ => format!("r{}", rng.random_range(0..6)).into_bytes(),
     }
 }
 
@@ -131,12 +146,18 @@ fn limit_window(rng: &mut StdRng, args: &mut Vec<Vec<u8>>) {
 }
 
 /// A random call; `members` holds (key, member) pairs WITHMEMBERS returned.
-fn argv(rng: &mut StdRng, members: &[(Vec<u8>, Vec<u8>)]) -> (String, Vec<Vec<u8>>) {
-    let command = match rng.random_range(0..8) {
+/// `charged` holds (key, request id) pairs of calls allowed with an ID.
+fn argv(
+    rng: &mut StdRng,
+    members: &[(Vec<u8>, Vec<u8>)],
+    charged: &[(Vec<u8>, Vec<u8>)],
+) -> (String, Vec<Vec<u8>>) {
+    let command = match rng.random_range(0..9) {
         0 => "SLIDEWIN.PEEK",
         1 => "slidewin.check",
         2 | 3 => "SLIDEWIN.CHECK",
         4 | 5 => "SLIDEWIN.MCHECK",
+        6 => "SLIDEWIN.SETTLE",
         _ => "SLIDEWIN.UNDO",
     }
     .to_string();
@@ -158,6 +179,42 @@ fn argv(rng: &mut StdRng, members: &[(Vec<u8>, Vec<u8>)]) -> (String, Vec<Vec<u8
                 limit_window(rng, &mut args);
             }
             options(rng, &mut args);
+        }
+        "SLIDEWIN.SETTLE" => {
+            // Mostly well formed: key ID id COST units, mostly a charge
+            // a call made.
+            let (k, id) = match charged.is_empty() || rng.random_bool(0.3) {
+                true => (key(rng), request_id(rng)),
+                // The newest charges: the old ones may have expired.
+                false => charged[rng.random_range(charged.len().saturating_sub(4)..charged.len())]
+                    .clone(),
+            };
+            args.push(k);
+            args.push(if shape == 0 {
+                token(rng)
+            } else {
+                b"ID".to_vec()
+            });
+            args.push(id);
+            if shape != 1 {
+                args.push(b"COST".to_vec());
+                args.push(if shape == 2 {
+                    number(rng)
+                } else {
+                    rng.random_range(0..=8i64).to_string().into_bytes()
+                });
+            }
+        }
+        "SLIDEWIN.UNDO" if shape == 9 => {
+            let (k, id) = match charged.is_empty() || rng.random_bool(0.3) {
+                true => (key(rng), request_id(rng)),
+                // The newest charges: the old ones may have expired.
+                false => charged[rng.random_range(charged.len().saturating_sub(4)..charged.len())]
+                    .clone(),
+            };
+            args.push(k);
+            args.push(b"ID".to_vec());
+            args.push(id);
         }
         "SLIDEWIN.UNDO" => {
             if !members.is_empty() && rng.random_bool(0.7) {
@@ -190,7 +247,11 @@ fn argv(rng: &mut StdRng, members: &[(Vec<u8>, Vec<u8>)]) -> (String, Vec<Vec<u8
         }
     }
     // Often ask for the members, so that UNDO gets real ones.
-    if !command.ends_with("UNDO") && !command.ends_with("PEEK") && rng.random_bool(0.3) {
+    if !command.ends_with("UNDO")
+        && !command.ends_with("PEEK")
+        && !command.ends_with("SETTLE")
+        && rng.random_bool(0.3)
+    {
         args.push(b"WITHMEMBERS".to_vec());
     }
     (command, args)
@@ -272,6 +333,14 @@ fn valid_reply(command: &str, args: &[Vec<u8>], v: &Value) -> Option<Vec<Vec<u8>
     };
     match command.as_str() {
         "SLIDEWIN.UNDO" => matches!(v, Value::Int(n) if *n >= 0).then(Vec::new),
+        // The units now charged, as asked, or -1: no such charge.
+        "SLIDEWIN.SETTLE" => {
+            let asked: Option<i64> = args
+                .get(4)
+                .and_then(|n| std::str::from_utf8(n).ok())
+                .and_then(|t| t.parse().ok());
+            matches!(v, Value::Int(n) if *n == -1 || Some(*n) == asked).then(Vec::new)
+        }
         "SLIDEWIN.PEEK" => five(v).then(Vec::new),
         "SLIDEWIN.CHECK" => match v {
             Value::Int(0 | 1) if !detail && !with_members => Some(Vec::new()),
@@ -310,6 +379,33 @@ fn valid_reply(command: &str, args: &[Vec<u8>], v: &Value) -> Option<Vec<Vec<u8>
         }
         _ => None,
     }
+}
+
+/// The keys of an accepted CHECK or MCHECK.
+fn call_keys<'a>(command: &str, args: &'a [Vec<u8>]) -> Vec<&'a Vec<u8>> {
+    if command.eq_ignore_ascii_case("SLIDEWIN.MCHECK") {
+        let n: usize = std::str::from_utf8(&args[0])
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .expect("an accepted numrules");
+        args.iter().skip(1).step_by(3).take(n).collect()
+    } else {
+        vec![&args[0]]
+    }
+}
+
+/// The request id of an accepted CHECK or MCHECK that was allowed.
+fn allowed_id(command: &str, args: &[Vec<u8>], v: &Value) -> Option<Vec<u8>> {
+    if !command.to_ascii_uppercase().ends_with("CHECK") {
+        return None;
+    }
+    let allowed = match v {
+        Value::Int(1) => true,
+        Value::Array(items) => items.first() == Some(&Value::Int(1)),
+        _ => false,
+    };
+    let at = args.iter().rposition(|a| a.eq_ignore_ascii_case(b"ID"))?;
+    allowed.then(|| args.get(at + 1).cloned()).flatten()
 }
 
 /// An error reply that betrays a bug: a panic caught by the module.
@@ -372,8 +468,10 @@ fn fuzz(flavor: Flavor) {
     let mut members: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let mut seen: std::collections::HashMap<String, usize> = Default::default();
     let mut undone = 0;
+    let mut settled = 0;
+    let mut charged: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     for i in 0..CALLS {
-        let (command, args) = argv(&mut rng, &members);
+        let (command, args) = argv(&mut rng, &members, &charged);
         let mut cmd = redis::cmd(&command);
         for a in &args {
             cmd.arg(a.as_slice());
@@ -385,18 +483,15 @@ fn fuzz(flavor: Flavor) {
                 *seen.entry(command.to_ascii_uppercase()).or_default() += 1;
                 if command.eq_ignore_ascii_case("SLIDEWIN.UNDO") {
                     undone += int(&v).unwrap_or(0);
+                } else if command.eq_ignore_ascii_case("SLIDEWIN.SETTLE") {
+                    settled += i64::from(int(&v).is_some_and(|n| n >= 0));
+                } else if let Some(id) = allowed_id(&command, &args, &v) {
+                    for k in call_keys(&command, &args) {
+                        charged.push((k.clone(), id.clone()));
+                    }
                 } else if !added.is_empty() {
                     // The keys of the call that got the members.
-                    let keys: Vec<&Vec<u8>> = if command == "SLIDEWIN.MCHECK" {
-                        let n: usize = std::str::from_utf8(&args[0])
-                            .ok()
-                            .and_then(|t| t.parse().ok())
-                            .expect("an accepted numrules");
-                        args.iter().skip(1).step_by(3).take(n).collect()
-                    } else {
-                        vec![&args[0]]
-                    };
-                    for k in keys {
+                    for k in call_keys(&command, &args) {
                         for m in &added {
                             members.push((k.clone(), m.clone()));
                         }
@@ -421,6 +516,7 @@ fn fuzz(flavor: Flavor) {
         "SLIDEWIN.PEEK",
         "SLIDEWIN.MCHECK",
         "SLIDEWIN.UNDO",
+        "SLIDEWIN.SETTLE",
     ] {
         assert!(
             seen.get(command).is_some_and(|&n| n > 30),
@@ -433,6 +529,7 @@ fn fuzz(flavor: Flavor) {
         members.len()
     );
     assert!(undone > 10, "UNDO removed {undone} entries");
+    assert!(settled > 5, "SETTLE found {settled} charges");
     assert!(
         ok > 100 && errors > 100,
         "both replies and errors seen: {ok} / {errors}"

@@ -15,20 +15,28 @@ use support::*;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Log {
     Zset,
+    Compact,
 }
 
 fn options(flavor: Flavor, log: Log) -> Options {
     match log {
         Log::Zset => Options::new(flavor),
+        Log::Compact => Options::new(flavor).module_args(&["log-type", "compact"]),
     }
 }
 
-/// Declares each test on both logs and every server: `sorted_sets::redis_7_0::name`.
+/// Declares each test on both logs and every server: `sorted_sets::redis_7_0::name`,
+/// `compact_logs::redis_7_0::name`.
 macro_rules! on_every_log {
     ($($name:ident => $body:ident;)*) => {
         mod sorted_sets {
             use super::support;
             $( fn $body(f: support::Flavor) { super::$body(f, super::Log::Zset) } )*
+            crate::on_every_server! { $($name => $body;)* }
+        }
+        mod compact_logs {
+            use super::support;
+            $( fn $body(f: support::Flavor) { super::$body(f, super::Log::Compact) } )*
             crate::on_every_server! { $($name => $body;)* }
         }
     };
@@ -41,7 +49,12 @@ on_every_log! {
     settle_moves_a_charge_down_up_and_to_zero => settle;
     a_stale_token_never_removes_a_later_entry => stale_tokens;
     bad_input_changes_and_replicates_nothing => bad_input;
+    plain_calls_after_a_charge_keep_short_members => short_after_charges;
     replicas_and_the_aof_reach_the_same_entries => replication_and_aof;
+}
+
+on_every_server! {
+    what_an_id_costs_is_what_performance_md_says => memory_figures;
 }
 
 fn call(c: &mut Connection, command: &str, args: &[&str]) -> Value {
@@ -282,16 +295,35 @@ fn undo_by_id(flavor: Flavor, log: Log) {
     assert_eq!(zcard(&mut c, k), 9);
     // UNDO by member never removes an entry of a charge made with an id,
     // whatever name it is given.
-    let members: Vec<Vec<u8>> = redis::cmd("ZRANGE")
-        .arg(k)
-        .arg(0)
-        .arg(-1)
-        .query(&mut c)
-        .unwrap();
+    // (A compact log names a charge's units by member ids, like any
+    // entry's: every id but the call's without an id, plain and as a token.)
+    let members: Vec<Vec<u8>> = match log {
+        Log::Zset => redis::cmd("ZRANGE")
+            .arg(k)
+            .arg(0)
+            .arg(-1)
+            .query(&mut c)
+            .unwrap(),
+        Log::Compact => entries(&mut c, k.as_bytes())
+            .into_iter()
+            // The first call's members, 1 and 2, are the call's without an id.
+            .filter(|(m, _)| m.as_slice() != b"1" && m.as_slice() != b"2")
+            .flat_map(|(m, s)| {
+                let token = [m.clone(), format!("@{s}").into_bytes()].concat();
+                [[b"#".to_vec(), m].concat(), token]
+            })
+            .collect(),
+    };
     let mut undo = redis::cmd("SLIDEWIN.UNDO");
     undo.arg(k);
     for m in members.iter().filter(|m| m.first() == Some(&b'#')) {
         undo.arg(m);
+    }
+    if log == Log::Compact {
+        for m in members.iter().filter(|m| m.first() != Some(&b'#')) {
+            undo.arg(m);
+            undo.arg(m.split(|&b| b == b'@').next().unwrap_or(&[]));
+        }
     }
     assert_eq!(undo.query::<i64>(&mut c).unwrap(), 0);
     assert_eq!(int(&call(&mut c, "SLIDEWIN.UNDO", &[k, "ID", "b"])), 4);
@@ -317,11 +349,16 @@ fn settle(flavor: Flavor, log: Log) {
         ),
         Value::Int(1)
     );
-    let at: f64 = redis::cmd("ZSCORE")
-        .arg(k)
-        .arg("#1:r1")
-        .query(&mut c)
-        .unwrap();
+    // The charge's time (a compact log names its units by ids: the first
+    // call's entries, which come first).
+    let at: f64 = match log {
+        Log::Zset => redis::cmd("ZSCORE")
+            .arg(k)
+            .arg("#1:r1")
+            .query(&mut c)
+            .unwrap(),
+        Log::Compact => entries(&mut c, k.as_bytes())[0].1,
+    };
     // Down: the response used 25.
     assert_eq!(
         int(&call(
@@ -358,11 +395,26 @@ fn settle(flavor: Flavor, log: Log) {
     );
     assert_eq!(zcard(&mut c, k), 135);
     let scores: Vec<(Vec<u8>, f64)> = entries(&mut c, k.as_bytes());
-    let r1: Vec<f64> = scores
-        .iter()
-        .filter(|(m, _)| m.starts_with(b"#") && m.ends_with(b":r1"))
-        .map(|&(_, s)| s)
-        .collect();
+    let r1: Vec<f64> = match log {
+        Log::Zset => scores
+            .iter()
+            .filter(|(m, _)| m.starts_with(b"#") && m.ends_with(b":r1"))
+            .map(|&(_, s)| s)
+            .collect(),
+        // r1's 25 units, then r2's 75, then r1's 35 more.
+        Log::Compact => {
+            let mut by_id: Vec<(i64, f64)> = scores
+                .iter()
+                .map(|(m, s)| (String::from_utf8_lossy(m).parse().unwrap(), *s))
+                .collect();
+            by_id.sort_by_key(|e| e.0);
+            by_id[..25]
+                .iter()
+                .chain(&by_id[100..])
+                .map(|e| e.1)
+                .collect()
+        }
+    };
     assert_eq!(r1.len(), 60);
     assert!(
         r1.iter().all(|&s| s == at),
@@ -620,6 +672,7 @@ fn replication_and_aof(flavor: Flavor, log: Log) {
         .start();
     let replica = match log {
         Log::Zset => replica_without_module(&master, flavor),
+        Log::Compact => replica_with(&master, options(flavor, Log::Compact)),
     };
     let mut m = master.conn();
     for i in 0..200 {
@@ -667,7 +720,10 @@ fn replication_and_aof(flavor: Flavor, log: Log) {
         .map(|cmd| String::from_utf8_lossy(&cmd[0]).to_ascii_uppercase())
         .collect();
     assert!(
-        names.iter().all(|n| !n.contains("SLIDEWIN")),
+        // (A compact log's effects are SLIDEWIN.APPLY.)
+        names
+            .iter()
+            .all(|n| !n.contains("SLIDEWIN") || (log == Log::Compact && n == "SLIDEWIN.APPLY")),
         "effects, never the command: {names:?}"
     );
     let _: () = redis::cmd("DEBUG")
@@ -679,4 +735,116 @@ fn replication_and_aof(flavor: Flavor, log: Log) {
         before,
         "the AOF reproduces the entries and ids"
     );
+}
+
+/// The row of docs/performance.md's request-id memory table for `server`:
+/// `| server | a | b | c | d |`, numbers without separators.
+fn documented_memory(server: &str) -> Vec<f64> {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/performance.md"))
+        .expect("docs/performance.md");
+    let section = page
+        .split("\n## ")
+        .find(|s| s.starts_with("Request IDs"))
+        .expect("a 'Request IDs' section");
+    let row = section
+        .lines()
+        .find(|l| l.starts_with(&format!("| {server} ")))
+        .unwrap_or_else(|| panic!("no row for {server}"));
+    row.split('|')
+        .skip(2)
+        .filter(|c| !c.trim().is_empty())
+        .map(|c| c.trim().replace(',', "").parse().expect("a number"))
+        .collect()
+}
+
+/// MEMORY USAGE of sorted-set keys made with and without 16-byte ids: five
+/// calls of COST 1 (five charges with ids), and one call of COST 100 (bytes
+/// per entry), against the figures docs/performance.md prints.
+fn memory_figures(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    let usage = |c: &mut Connection, key: &str| -> i64 {
+        redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(key)
+            .arg("SAMPLES")
+            .arg(0)
+            .query(c)
+            .unwrap()
+    };
+    let id = |i: usize| format!("{i:016x}");
+    for i in 0..5 {
+        call(&mut c, "SLIDEWIN.CHECK", &["five:plain", "5", "60000"]);
+        call(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &["five:ids", "5", "60000", "ID", &id(i)],
+        );
+    }
+    call(
+        &mut c,
+        "SLIDEWIN.CHECK",
+        &["cost:plain", "1000", "60000", "COST", "100"],
+    );
+    call(
+        &mut c,
+        "SLIDEWIN.CHECK",
+        &["cost:ids", "1000", "60000", "COST", "100", "ID", &id(9)],
+    );
+    let got = [
+        usage(&mut c, "five:plain") as f64,
+        usage(&mut c, "five:ids") as f64,
+        (usage(&mut c, "cost:plain") as f64 / 100.0 * 10.0).round() / 10.0,
+        (usage(&mut c, "cost:ids") as f64 / 100.0 * 10.0).round() / 10.0,
+    ];
+    assert_eq!(
+        got.to_vec(),
+        documented_memory(flavor.name()),
+        "{}: measured {got:?}",
+        flavor.name()
+    );
+}
+
+/// A call without an ID after one with an ID (whose entries are not
+/// integers) still gets a short member, not a 19-digit wide one.
+fn short_after_charges(flavor: Flavor, log: Log) {
+    let server = options(flavor, log).start();
+    let mut c = server.conn();
+    let members = |c: &mut Connection| -> Vec<String> {
+        let v = call(
+            c,
+            "SLIDEWIN.CHECK",
+            &["mix", "100", "60000", "COST", "2", "WITHMEMBERS"],
+        );
+        let Value::Array(items) = v else {
+            panic!("{v:?}")
+        };
+        redis::from_redis_value_ref(items.last().unwrap()).unwrap()
+    };
+    assert_eq!(
+        members(&mut c)
+            .iter()
+            .map(|t| t.split('@').next().unwrap().to_string())
+            .collect::<Vec<_>>(),
+        ["1", "2"]
+    );
+    for round in 0..3 {
+        call(
+            &mut c,
+            "SLIDEWIN.CHECK",
+            &[
+                "mix",
+                "100",
+                "60000",
+                "COST",
+                "3",
+                "ID",
+                &format!("r{round}"),
+            ],
+        );
+        for t in members(&mut c) {
+            let id: i64 = t.split('@').next().unwrap().parse().unwrap();
+            assert!(id < 100, "round {round}: a short member, got {t}");
+        }
+    }
 }

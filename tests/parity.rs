@@ -33,6 +33,9 @@ on_every_server! {
     eval_errors_match_the_module => eval_errors;
     eval_random_sequences_match_the_module => eval_sequences;
     eval_and_module_share_live_keys => eval_shared_keys;
+    request_ids_match_the_module => ids;
+    eval_request_ids_match_the_module => eval_ids;
+    a_token_undone_in_its_millisecond_names_no_later_entry => fence;
 }
 
 /// Redis 6.2 (no FUNCTION): the EVAL form there against the module on
@@ -50,6 +53,12 @@ mod redis_6_2 {
     fn eval_random_sequences_match_the_module_on_redis_7_0() {
         let (_m, _e, mut pair) = Pair::redis_6_2();
         sequences_on(&mut pair);
+    }
+
+    #[test]
+    fn eval_request_ids_match_the_module_on_redis_7_0() {
+        let (_m, _e, mut pair) = Pair::redis_6_2();
+        ids_on(&mut pair);
     }
 
     #[test]
@@ -122,8 +131,21 @@ impl Pair {
 
     /// The module's call and the library's for the same request.
     fn query(&mut self, kind: &str, keys: &[String], args: &[String]) -> (Value, Value) {
-        let m = both(kind, keys, args, "m", &self.form);
-        let f = both(kind, keys, args, "f", &self.form);
+        self.query_each(kind, keys, args, args)
+    }
+
+    /// The module's call with `m_args` and the library's with `f_args`
+    /// (each side's own tokens).
+    fn query_each(
+        &mut self,
+        kind: &str,
+        keys: &[String],
+        m_args: &[String],
+        f_args: &[String],
+    ) -> (Value, Value) {
+        let args = m_args;
+        let m = both(kind, keys, m_args, "m", &self.form);
+        let f = both(kind, keys, f_args, "f", &self.form);
         match &mut self.other {
             None => redis::pipe()
                 .atomic()
@@ -145,6 +167,9 @@ impl Pair {
 }
 
 const SLACK_MS: i64 = 50;
+
+/// A request id one byte over the longest (128 bytes).
+const LONG_ID: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 
 /// Member ids from here up are wide (`ms << 20 | seq`), below short.
 const WIDE_FROM: i64 = 1 << 20;
@@ -245,6 +270,39 @@ fn errors_on(pair: &mut Pair) {
         ("PEEK", "k", &["0", "1000"]),
         ("PEEK", "str", &["5", "1000"]),
         ("UNDO", "str", &["m"]),
+        // Request ids (issue 32).
+        ("CHECK", "k", &["5", "1000", "ID"]),
+        ("CHECK", "k", &["5", "1000", "ID", ""]),
+        ("CHECK", "k", &["5", "1000", "ID", LONG_ID]),
+        ("CHECK", "k", &["5", "1000", "ID", "a", "id", "b"]),
+        ("CHECK", "k", &["5", "1000", "ID", "a", "WITHMEMBERS"]),
+        (
+            "CHECK",
+            "k",
+            &["5", "1000", "WITHMEMBERS", "DETAIL", "id", "a"],
+        ),
+        ("CHECK", "k", &["5", "1000", "ID", "a", "COST", "0"]),
+        ("CHECK", "str", &["5", "1000", "ID", "a"]),
+        ("PEEK", "k", &["5", "1000", "ID", "a"]),
+        ("PEEK", "k", &["5", "1000", "DETAIL", "id", "a"]),
+        ("UNDO", "k", &["ID", ""]),
+        ("UNDO", "k", &["id", LONG_ID]),
+        ("UNDO", "str", &["ID", "a"]),
+        ("UNDO", "str", &["1@1"]),
+        ("SETTLE", "k", &["ID", "a", "COST", "-1"]),
+        ("SETTLE", "k", &["ID", "a", "COST", "1.5"]),
+        ("SETTLE", "k", &["ID", "a", "COST", "01"]),
+        ("SETTLE", "k", &["ID", "a", "COST", "100001"]),
+        ("SETTLE", "k", &["ID", "a", "COST", ""]),
+        ("SETTLE", "k", &["ID", "", "COST", "1"]),
+        ("SETTLE", "k", &["ID", LONG_ID, "COST", "1"]),
+        ("SETTLE", "k", &["XX", "a", "COST", "1"]),
+        ("SETTLE", "k", &["ID", "a", "UNITS", "1"]),
+        ("SETTLE", "k", &["COST", "1", "ID", "a"]),
+        ("SETTLE", "k", &["ID", "a", "COST"]),
+        ("SETTLE", "k", &["ID", "a", "COST", "1", "DETAIL"]),
+        ("SETTLE", "k", &[]),
+        ("SETTLE", "str", &["ID", "a", "COST", "1"]),
     ];
     for (kind, key, args) in cases {
         let keys = vec![key.to_string()];
@@ -280,6 +338,24 @@ fn errors_on(pair: &mut Pair) {
             "2", "k", "100000", "1000", "str", "100000", "1000", "COST", "60000",
         ][..],
         &many[..],
+        &["1", "k", "5", "1000", "ID"][..],
+        &["1", "k", "5", "1000", "ID", ""][..],
+        &[
+            "2",
+            "k",
+            "5",
+            "1000",
+            "k2",
+            "5",
+            "1000",
+            "ID",
+            "a",
+            "WITHMEMBERS",
+        ][..],
+        &[
+            "2", "k", "5", "1000", "k2", "5", "1000", "ID", "a", "ID", "a",
+        ][..],
+        &["2", "k", "5", "1000", "str", "5", "1000", "ID", "a"][..],
     ] {
         let n: usize = args[0].parse().unwrap();
         let keys: Vec<String> = (0..n).map(|i| args[1 + 3 * i].to_string()).collect();
@@ -340,27 +416,32 @@ fn same(m: &Value, f: &Value, path: &str) {
                         assert!((p - q).abs() <= SLACK_MS, "{path}[{i}]: {m:?} vs {f:?}");
                     }
                     (Value::Array(_), Value::Array(_)) if i == a.len() - 1 && !five || i == 5 => {
-                        // WITHMEMBERS: same number of members, integer names.
+                        // WITHMEMBERS: same number of members, tokens
+                        // `<id>@<score_ms>`.
                         let (Value::Array(p), Value::Array(q)) = (x, y) else {
                             unreachable!()
                         };
                         if p.iter().all(|v| matches!(v, Value::BulkString(_))) {
                             assert_eq!(p.len(), q.len(), "{path}: members");
-                            let ids = |vs: &[Value]| -> Vec<i64> {
+                            let tokens = |vs: &[Value]| -> Vec<(i64, i64)> {
                                 vs.iter()
                                     .map(|v| {
                                         let s: String = redis::from_redis_value_ref(v).unwrap();
-                                        s.parse::<i64>()
-                                            .unwrap_or_else(|_| panic!("{path}: member {s}"))
+                                        token(&s).unwrap_or_else(|| panic!("{path}: token {s}"))
                                     })
                                     .collect()
                             };
                             // Both pick short ids the same way from the same
                             // keys, and fall back to wide ids in the same
                             // cases (a wide id carries each side's own
-                            // sequence, so only its kind is compared).
-                            let (ip, iq) = (ids(p), ids(q));
-                            for (a, b) in ip.iter().zip(&iq) {
+                            // sequence, so only its kind is compared); the
+                            // scores within the slack.
+                            let (ip, iq) = (tokens(p), tokens(q));
+                            for ((a, ams), (b, bms)) in ip.iter().zip(&iq) {
+                                assert!(
+                                    (ams - bms).abs() <= SLACK_MS,
+                                    "{path}: token scores {ams} vs {bms}"
+                                );
                                 let short = *a < WIDE_FROM;
                                 assert_eq!(
                                     short,
@@ -387,6 +468,18 @@ fn same(m: &Value, f: &Value, path: &str) {
     }
 }
 
+/// A token `<id>@<score_ms>` as WITHMEMBERS hands it out: both parts
+/// canonical non-negative integers.
+fn token(s: &str) -> Option<(i64, i64)> {
+    let (id, ms) = s.split_once('@')?;
+    let canonical =
+        |t: &str| t == "0" || (!t.starts_with('0') && t.bytes().all(|b| b.is_ascii_digit()));
+    if !canonical(id) || !canonical(ms) {
+        return None;
+    }
+    Some((id.parse().ok()?, ms.parse().ok()?))
+}
+
 /// Waits until the server clock is 20-60 ms into a 200 ms slot.
 fn wait_for_slot(c: &mut Connection) {
     assert!(wait_until(Duration::from_secs(5), || {
@@ -405,49 +498,111 @@ fn eval_sequences(flavor: Flavor) {
     sequences_on(&mut Pair::one(server.conn(), true));
 }
 
+/// Request ids the random sequences use: few, so calls repeat them.
+const POOL: [&str; 3] = ["r0", "r1", "r2"];
+
 fn sequences_on(pair: &mut Pair) {
     let mut rng = StdRng::seed_from_u64(0x5117_e0a1);
     let keys = ["a", "b", "c"];
     let windows = ["300", "500", "700", "900"];
     // Decisions of each kind, so the sequence is known to take both paths.
     let (mut allowed, mut denied) = (0, 0);
-    for step in 0..60 {
+    // Repeats answered from a charge, and SETTLE/UNDO ID calls that found one.
+    let (mut repeats, mut found) = (0, 0);
+    // The last CHECK or MCHECK made with an ID: kind, keys, arguments (the id last).
+    let mut last: Option<(String, Vec<String>, Vec<String>)> = None;
+    for step in 0..100 {
         wait_for_slot(&mut pair.m);
-        let kind = ["CHECK", "CHECK", "PEEK", "MCHECK"][rng.random_range(0..4)];
-        let (call_keys, mut args): (Vec<String>, Vec<String>) = if kind == "MCHECK" {
+        let retry = last.is_some() && rng.random_bool(0.25);
+        let kind: &str = match (&last, retry) {
+            (Some((k, _, _)), true) => {
+                if k == "MCHECK" {
+                    "MCHECK"
+                } else {
+                    "CHECK"
+                }
+            }
+            _ => [
+                "CHECK", "CHECK", "CHECK", "PEEK", "MCHECK", "MCHECK", "UNDO", "SETTLE",
+            ][rng.random_range(0..8)],
+        };
+        let (call_keys, mut args): (Vec<String>, Vec<String>) = if let (true, Some((_, k, a))) =
+            (retry, &last)
+        {
+            // A retry of the last call with an ID, sent again as it was.
+            (k.clone(), a.clone())
+        } else if kind == "MCHECK" {
             let n = rng.random_range(1..=3);
             let ks: Vec<String> = (0..n)
                 .map(|_| keys[rng.random_range(0..3)].to_string())
                 .collect();
             let mut a = Vec::new();
             for _ in 0..n {
-                a.push(rng.random_range(1..=4).to_string());
+                a.push(rng.random_range(1..=3).to_string());
                 a.push(windows[rng.random_range(0..4)].to_string());
             }
             (ks, a)
+        } else if kind == "UNDO" || kind == "SETTLE" {
+            // Mostly the last charge made with an ID, in its first key.
+            let (k, id) = match &last {
+                Some((_, k, a)) if rng.random_bool(0.7) => (k[0].clone(), a[a.len() - 1].clone()),
+                _ => (
+                    keys[rng.random_range(0..3)].to_string(),
+                    POOL[rng.random_range(0..3)].to_string(),
+                ),
+            };
+            let mut a = vec!["ID".to_string(), id];
+            if kind == "SETTLE" {
+                a.extend(["COST".to_string(), rng.random_range(0..=5).to_string()]);
+            }
+            (vec![k], a)
         } else {
             (
                 vec![keys[rng.random_range(0..3)].to_string()],
                 vec![
-                    rng.random_range(1..=4).to_string(),
+                    rng.random_range(1..=3).to_string(),
                     windows[rng.random_range(0..4)].to_string(),
                 ],
             )
         };
-        if rng.random_bool(0.4) {
-            args.push("COST".into());
-            args.push(rng.random_range(1..=3).to_string());
+        let judged = kind != "UNDO" && kind != "SETTLE";
+        let mut with_id = retry;
+        if judged && !retry {
+            if rng.random_bool(0.4) {
+                args.push("COST".into());
+                args.push(rng.random_range(1..=3).to_string());
+            }
+            if kind != "PEEK" && rng.random_bool(0.6) {
+                args.push(
+                    if rng.random_bool(0.5) {
+                        "DETAIL"
+                    } else {
+                        "WITHMEMBERS"
+                    }
+                    .into(),
+                );
+            }
+            if kind != "PEEK" && !args.iter().any(|a| a == "WITHMEMBERS") && rng.random_bool(0.5) {
+                args.push("ID".into());
+                args.push(POOL[rng.random_range(0..3)].to_string());
+                with_id = true;
+                last = Some((kind.to_string(), call_keys.clone(), args.clone()));
+            }
         }
-        if kind != "PEEK" && rng.random_bool(0.6) {
-            args.push(
-                if rng.random_bool(0.5) {
-                    "DETAIL"
-                } else {
-                    "WITHMEMBERS"
-                }
-                .into(),
-            );
-        }
+        // Whether the call was a repeat, seen on the module's side: the
+        // charge under its id was in one of its keys before the call.
+        let id_held = with_id && {
+            let id = &args[args.len() - 1];
+            call_keys.iter().any(|k| {
+                let member = format!("#1:{id}");
+                let score: Option<f64> = redis::cmd("ZSCORE")
+                    .arg(format!("{{m}}{k}"))
+                    .arg(member)
+                    .query(&mut pair.m)
+                    .unwrap();
+                score.is_some()
+            })
+        };
         let replies = pair.query(kind, &call_keys, &args);
         same(
             &replies.0,
@@ -458,29 +613,80 @@ fn sequences_on(pair: &mut Pair) {
             Value::Array(items) => items.first().cloned(),
             other => Some(other.clone()),
         };
-        match first {
-            Some(Value::Int(1)) => allowed += 1,
-            Some(Value::Int(0)) => denied += 1,
-            other => panic!("step {step}: {other:?}"),
+        if !judged {
+            if !matches!(first, Some(Value::Int(0)) | Some(Value::Int(-1))) {
+                found += 1;
+            }
+        } else {
+            match first {
+                Some(Value::Int(1)) => allowed += 1,
+                Some(Value::Int(0)) => denied += 1,
+                other => panic!("step {step}: {other:?}"),
+            }
+        }
+        // A window may trim the charge this very call (expired entries
+        // go first), so a charge seen before is not always a repeat; a
+        // repeat is always allowed.
+        if id_held && first == Some(Value::Int(1)) {
+            repeats += 1;
         }
         // Sometimes let time pass so windows slide.
         if rng.random_bool(0.3) {
             std::thread::sleep(Duration::from_millis(200 * rng.random_range(1..4)));
         }
     }
+    same_keys(pair, &keys);
+    let (short, wide) = ID_KINDS.with(|k| k.get());
+    eprintln!(
+        "sequence: {allowed} allowed, {denied} denied, {repeats} repeats, {found} SETTLE/UNDO ID found, member ids {short} short {wide} wide"
+    );
     assert!(
         allowed >= 10 && denied >= 10,
         "{allowed} allowed, {denied} denied"
     );
+    assert!(
+        repeats >= 3 && found >= 3,
+        "{repeats} calls repeated an id, {found} SETTLE/UNDO ID found their charge"
+    );
+    // WITHMEMBERS replies and the final entries were compared id by id; most ids must be short
+    // (one more than the key's newest), or a fall back to wide ids on both
+    // sides would pass unseen.
+    assert!(
+        short >= 10 && wide <= short / 4,
+        "member ids compared: {short} short, {wide} wide"
+    );
+}
+
+/// The module's and the library's copies of `keys` hold the same entries:
+/// integer members the same short id (or both wide), a charge's members
+/// `#<i>:<r>` the same; scores and expiries within the slack.
+fn same_keys(pair: &mut Pair, keys: &[&str]) {
+    same_keys_within(pair, keys, SLACK_MS)
+}
+
+/// [`same_keys`], scores and expiries within `slack_ms`.
+fn same_keys_within(pair: &mut Pair, keys: &[&str], slack_ms: i64) {
     for k in keys {
         let m = entries(&mut pair.m, format!("{{m}}{k}").as_bytes());
         let f = entries(pair.lib(), format!("{{f}}{k}").as_bytes());
-        assert_eq!(m.len(), f.len(), "{k}: the same number of entries");
+        assert_eq!(
+            m.len(),
+            f.len(),
+            "{k}: the same number of entries: {m:?} vs {f:?}"
+        );
         for ((mm, ms), (fm, fs)) in m.iter().zip(&f) {
             assert!(
-                (ms - fs).abs() <= SLACK_MS as f64,
+                (ms - fs).abs() <= slack_ms as f64,
                 "{k}: scores {ms} vs {fs}"
             );
+            if mm.starts_with(b"#") || fm.starts_with(b"#") {
+                assert_eq!(
+                    String::from_utf8_lossy(mm),
+                    String::from_utf8_lossy(fm),
+                    "{k}: the same charge members"
+                );
+                continue;
+            }
             let id = |name: &[u8]| -> i64 {
                 std::str::from_utf8(name)
                     .ok()
@@ -510,16 +716,8 @@ fn sequences_on(pair: &mut Pair) {
             expires_at(pair.lib(), &format!("{{f}}{k}")),
         );
         assert_eq!(mt < 0, ft < 0, "{k}: both or neither expire");
-        assert!((mt - ft).abs() <= SLACK_MS, "{k}: expiry {mt} vs {ft}");
+        assert!((mt - ft).abs() <= slack_ms, "{k}: expiry {mt} vs {ft}");
     }
-    // WITHMEMBERS replies and the final entries were compared id by id; most ids must be short
-    // (one more than the key's newest), or a fall back to wide ids on both
-    // sides would pass unseen.
-    let (short, wide) = ID_KINDS.with(|k| k.get());
-    assert!(
-        short >= 10 && wide <= short / 4,
-        "member ids compared: {short} short, {wide} wide"
-    );
 }
 
 /// A deployment moving between the function and the module: each continues
@@ -562,4 +760,391 @@ fn shared_keys_on(pair: &mut Pair) {
     let m = String::from_utf8(all[0].0.clone()).unwrap();
     assert_eq!(lib(c, "UNDO", &[&m]), Value::Int(1));
     assert_eq!(check(c, full, 4, 60_000), 1);
+}
+
+fn ids(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    ids_on(&mut Pair::one(server.conn(), false));
+}
+
+fn eval_ids(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    ids_on(&mut Pair::one(server.conn(), true));
+}
+
+/// One request sent to both sides; the replies must match. The module's.
+fn step(pair: &mut Pair, kind: &str, keys: &[&str], args: &[&str]) -> Value {
+    let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let (m, f) = pair.query(kind, &keys, &args);
+    same(&m, &f, &format!("{kind} {keys:?} {args:?}"));
+    m
+}
+
+/// The integers of a reply (a five-field detail, or 1/0 as one).
+fn ints(v: &Value) -> Vec<i64> {
+    match v {
+        Value::Int(i) => vec![*i],
+        other => redis::from_redis_value_ref(other).unwrap_or_else(|e| panic!("{other:?}: {e}")),
+    }
+}
+
+/// The members of a key on one side, in order.
+fn members(c: &mut Connection, key: &str) -> Vec<String> {
+    entries(c, key.as_bytes())
+        .into_iter()
+        .map(|(m, _)| String::from_utf8_lossy(&m).into_owned())
+        .collect()
+}
+
+/// The tokens of a WITHMEMBERS reply (its last field).
+fn tokens_of(v: &Value) -> Vec<String> {
+    let Value::Array(items) = v else {
+        panic!("not a detail reply: {v:?}")
+    };
+    redis::from_redis_value_ref(items.last().expect("fields")).expect("tokens")
+}
+
+/// Issue 32 on sorted-set keys, module against library: a repeated ID is
+/// charged once (CHECK and MCHECK, also when one key already forgot it),
+/// UNDO by ID is exact and idempotent, SETTLE down, up past the limit and
+/// to zero with the decisions that follow, and a stale token cannot remove
+/// a later entry of a key that emptied and filled again.
+fn ids_on(pair: &mut Pair) {
+    // A repeated ID is charged once, whatever its COST.
+    wait_for_slot(&mut pair.m);
+    let args = ["3", "900", "COST", "2", "ID", "r1", "DETAIL"];
+    assert_eq!(
+        ints(&step(pair, "CHECK", &["i1"], &args))[..4],
+        [1, 3, 1, 0]
+    );
+    let args = ["3", "900", "COST", "3", "ID", "r1", "DETAIL"];
+    assert_eq!(
+        ints(&step(pair, "CHECK", &["i1"], &args))[..4],
+        [1, 3, 1, 0],
+        "a repeat answers 1 with the log as it is"
+    );
+    let args = ["3", "900", "ID", "r1"];
+    assert_eq!(step(pair, "CHECK", &["i1"], &args), Value::Int(1));
+    let args = ["3", "900", "COST", "2"];
+    assert_eq!(
+        step(pair, "CHECK", &["i1"], &args),
+        Value::Int(0),
+        "charged once: one unit is left"
+    );
+    same_keys(pair, &["i1"]);
+    assert_eq!(members(&mut pair.m, "{m}i1"), ["#1:r1", "#2:r1"]);
+
+    // MCHECK: the charge in each key; a repeat while any key holds it.
+    let rules = ["4", "900", "3", "300", "ID", "r 2:#", "DETAIL"];
+    assert_eq!(
+        step(pair, "MCHECK", &["i1", "i2"], &rules[..6]),
+        Value::Int(1)
+    );
+    let v = step(pair, "MCHECK", &["i1", "i2"], &rules);
+    let Value::Array(fields) = &v else {
+        panic!("{v:?}")
+    };
+    assert_eq!(fields[..2], [Value::Int(1), Value::Int(0)], "a repeat");
+    assert_eq!(ints(&fields[2])[..4], [1, 4, 1, 0]);
+    assert_eq!(ints(&fields[3])[..4], [1, 3, 2, 0]);
+    // i2's 300 ms window passes; i1 still holds the charge: still a repeat,
+    // and i2 is not charged again.
+    std::thread::sleep(Duration::from_millis(400));
+    wait_for_slot(&mut pair.m);
+    assert_eq!(
+        step(pair, "MCHECK", &["i1", "i2"], &rules[..6]),
+        Value::Int(1)
+    );
+    same_keys(pair, &["i1", "i2"]);
+    assert!(members(&mut pair.m, "{m}i2").is_empty());
+
+    // UNDO by ID: exactly the charge, once.
+    assert_eq!(step(pair, "UNDO", &["i1"], &["ID", "r1"]), Value::Int(2));
+    assert_eq!(step(pair, "UNDO", &["i1"], &["id", "r1"]), Value::Int(0));
+    assert_eq!(step(pair, "UNDO", &["i1"], &["ID", "never"]), Value::Int(0));
+    // By member, a charge's entries are never removed (nor is `ID` alone
+    // or with two more arguments read as the ID form).
+    for args in [&["#1:r 2:#"][..], &["ID"], &["ID", "r 2:#", "1"]] {
+        assert_eq!(step(pair, "UNDO", &["i1"], args), Value::Int(0), "{args:?}");
+    }
+    same_keys(pair, &["i1"]);
+    assert_eq!(members(&mut pair.m, "{m}i1"), ["#1:r 2:#"]);
+    // Undone, r1 is forgotten: the same id charges again.
+    let args = ["4", "900", "ID", "r1", "DETAIL"];
+    assert_eq!(
+        ints(&step(pair, "CHECK", &["i1"], &args))[..4],
+        [1, 4, 2, 0]
+    );
+    same_keys(pair, &["i1"]);
+
+    // Any bytes make a request id, up to 128 of them.
+    binary_ids(pair);
+
+    // SETTLE down, up past the limit, to zero.
+    wait_for_slot(&mut pair.m);
+    let args = ["4", "900", "COST", "3", "ID", "t", "DETAIL"];
+    assert_eq!(ints(&step(pair, "CHECK", &["s"], &args))[..4], [1, 4, 1, 0]);
+    let settle =
+        |pair: &mut Pair, units: &str| step(pair, "SETTLE", &["s"], &["ID", "t", "cost", units]);
+    assert_eq!(settle(pair, "1"), Value::Int(1), "down");
+    assert_eq!(members(&mut pair.m, "{m}s"), ["#1:t"]);
+    assert_eq!(settle(pair, "1"), Value::Int(1), "unchanged");
+    assert_eq!(
+        step(pair, "CHECK", &["s"], &["4", "900", "COST", "3"]),
+        Value::Int(1)
+    );
+    assert_eq!(step(pair, "CHECK", &["s"], &["4", "900"]), Value::Int(0));
+    assert_eq!(settle(pair, "6"), Value::Int(6), "up past the limit");
+    same_keys(pair, &["s"]);
+    // Every unit of the charge is scored at the charge's time, on each side.
+    let charge_scores = |c: &mut Connection, key: &str| {
+        let e = entries(c, key.as_bytes());
+        let charged: Vec<f64> = e
+            .iter()
+            .filter(|(m, _)| m.starts_with(b"#"))
+            .map(|(_, s)| *s)
+            .collect();
+        assert_eq!(charged.len(), 6, "{key}: {e:?}");
+        assert!(charged.iter().all(|s| *s == charged[0]), "{key}: {e:?}");
+    };
+    charge_scores(&mut pair.m, "{m}s");
+    charge_scores(pair.lib(), "{f}s");
+    // 9 entries, limit 4: the following calls wait for six of them to go.
+    let d = ints(&step(pair, "CHECK", &["s"], &["4", "900", "DETAIL"]));
+    assert_eq!(d[..3], [0, 4, 0]);
+    assert!(d[3] > 0, "{d:?}");
+    let d = ints(&step(pair, "PEEK", &["s"], &["4", "900"]));
+    assert_eq!(d[..3], [0, 4, 0]);
+    assert_eq!(settle(pair, "0"), Value::Int(0), "to zero");
+    assert_eq!(
+        members(&mut pair.m, "{m}s").len(),
+        3,
+        "the other call's three stay"
+    );
+    assert_eq!(settle(pair, "2"), Value::Int(-1), "forgotten");
+    assert_eq!(step(pair, "UNDO", &["s"], &["ID", "t"]), Value::Int(0));
+    let args = ["4", "900", "ID", "t", "DETAIL"];
+    assert_eq!(
+        ints(&step(pair, "CHECK", &["s"], &args))[..4],
+        [1, 4, 0, 0],
+        "a new charge under the same id"
+    );
+    same_keys(pair, &["s"]);
+    // A key that only held the charge is deleted when it settles to zero.
+    assert_eq!(
+        step(pair, "CHECK", &["z"], &["2", "900", "COST", "2", "ID", "q"]),
+        Value::Int(1)
+    );
+    assert_eq!(
+        step(pair, "SETTLE", &["z"], &["ID", "q", "COST", "0"]),
+        Value::Int(0)
+    );
+    same_keys(pair, &["z"]);
+    let exists: i64 = redis::cmd("EXISTS").arg("{m}z").query(&mut pair.m).unwrap();
+    assert_eq!(exists, 0);
+
+    // Large calls (the library once failed from 4000 units on, past
+    // what one unpack() takes): the same entries. The library runs after
+    // the module's large call, so its clock is further on: scores within a
+    // wider slack here.
+    let w = "60100";
+    let args = ["100000", w, "COST", "10000"];
+    assert_eq!(step(pair, "CHECK", &["big1"], &args), Value::Int(1));
+    let args = ["100000", w, "100000", w, "COST", "5000", "ID", "b"];
+    assert_eq!(
+        step(pair, "MCHECK", &["big2", "big3"], &args),
+        Value::Int(1)
+    );
+    let args = ["100000", w, "COST", "10000", "ID", "b"];
+    assert_eq!(
+        step(pair, "CHECK", &["big2"], &args),
+        Value::Int(1),
+        "a repeat"
+    );
+    for units in ["3", "20000", "0"] {
+        let args = ["ID", "b", "COST", units];
+        assert_eq!(
+            step(pair, "SETTLE", &["big3"], &args),
+            Value::Int(units.parse().unwrap())
+        );
+    }
+    assert_eq!(
+        step(pair, "UNDO", &["big2"], &["ID", "b"]),
+        Value::Int(5000)
+    );
+    same_keys_within(pair, &["big1", "big2", "big3"], 5000);
+    assert_eq!(members(&mut pair.m, "{m}big1").len(), 10_000);
+
+    // A stale token cannot remove a later entry: the key expired and
+    // started its ids again at 1, each entry now scored later.
+    wait_for_slot(&mut pair.m);
+    let e = vec!["e".to_string()];
+    let with = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<String>>();
+    let (m1, f1) = pair.query("CHECK", &e, &with(&["1", "300", "WITHMEMBERS"]));
+    same(&m1, &f1, "first call");
+    let (tm1, tf1) = (tokens_of(&m1), tokens_of(&f1));
+    std::thread::sleep(Duration::from_millis(400));
+    wait_for_slot(&mut pair.m);
+    let (m2, f2) = pair.query("CHECK", &e, &with(&["1", "300", "WITHMEMBERS"]));
+    same(&m2, &f2, "second call");
+    let (tm2, tf2) = (tokens_of(&m2), tokens_of(&f2));
+    for (old, new) in [(&tm1, &tm2), (&tf1, &tf2)] {
+        let (a, b) = (token(&old[0]).unwrap(), token(&new[0]).unwrap());
+        assert_eq!(a.0, b.0, "the key restarted its ids: {old:?} {new:?}");
+        assert!(b.1 > a.1, "{old:?} {new:?}");
+    }
+    let (m, f) = pair.query_each("UNDO", &e, &tm1, &tf1);
+    assert_eq!((m, f), (Value::Int(0), Value::Int(0)), "the stale token");
+    // Not tokens (not canonical): plain members, none of them held.
+    assert_eq!(
+        step(pair, "UNDO", &["e"], &["01@5", "1@", "@1", "1@-5"]),
+        Value::Int(0)
+    );
+    same_keys(pair, &["e"]);
+    let (m, f) = pair.query_each("UNDO", &e, &tm2, &tf2);
+    assert_eq!((m, f), (Value::Int(1), Value::Int(1)), "the live token");
+    same_keys(pair, &["e"]);
+    // The same when an UNDO emptied the key and a later millisecond refills it.
+    wait_for_slot(&mut pair.m);
+    let e2 = vec!["e2".to_string()];
+    let (m1, f1) = pair.query("CHECK", &e2, &with(&["5", "900", "WITHMEMBERS"]));
+    same(&m1, &f1, "first call");
+    let (tm1, tf1) = (tokens_of(&m1), tokens_of(&f1));
+    let (m, f) = pair.query_each("UNDO", &e2, &tm1, &tf1);
+    assert_eq!((m, f), (Value::Int(1), Value::Int(1)));
+    std::thread::sleep(Duration::from_millis(5));
+    let (m2, f2) = pair.query("CHECK", &e2, &with(&["5", "900", "WITHMEMBERS"]));
+    same(&m2, &f2, "refilled");
+    assert_eq!(
+        token(&tokens_of(&m2)[0]).unwrap().0,
+        token(&tm1[0]).unwrap().0
+    );
+    let (m, f) = pair.query_each("UNDO", &e2, &tm1, &tf1);
+    assert_eq!((m, f), (Value::Int(0), Value::Int(0)), "the stale token");
+    same_keys(pair, &["e2"]);
+}
+
+/// The same-millisecond case: a CHECK, an UNDO of its token and a new
+/// CHECK in one millisecond. The module (a fence per process) and the
+/// FUNCTION library (one for the life of the library) give the new entry
+/// another id, so the UNDOne token names nothing; the EVAL form keeps
+/// nothing between calls and gives the same id again, as docs/clients.md
+/// says.
+fn fence(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    load_function_library(&mut c);
+    let sha = load_eval_script(&mut c);
+    for (side, prefix, form) in [
+        ("module", "m", Form::Function),
+        ("function", "f", Form::Function),
+        ("eval", "f", Form::Eval(sha)),
+    ] {
+        let (mut same_ms, mut reused) = (0, 0);
+        for i in 0..300 {
+            let key = vec![format!("fence:{side}:{i}")];
+            let args: Vec<String> = ["10", "60000", "WITHMEMBERS"]
+                .iter()
+                .map(|a| a.to_string())
+                .collect();
+            let first: Value = both("CHECK", &key, &args, prefix, &form)
+                .query(&mut c)
+                .unwrap();
+            let t1 = tokens_of(&first);
+            let (undone, second): (i64, Value) = redis::pipe()
+                .atomic()
+                .add_command(both("UNDO", &key, &t1, prefix, &form))
+                .add_command(both("CHECK", &key, &args, prefix, &form))
+                .query(&mut c)
+                .unwrap();
+            assert_eq!(undone, 1, "{side}");
+            let (a, b) = (
+                token(&t1[0]).unwrap(),
+                token(&tokens_of(&second)[0]).unwrap(),
+            );
+            if a.1 == b.1 {
+                same_ms += 1;
+                if a.0 == b.0 {
+                    reused += 1;
+                }
+                if same_ms == 5 {
+                    break;
+                }
+            }
+        }
+        assert!(same_ms > 0, "{side}: never three calls in one millisecond");
+        if side == "eval" {
+            assert_eq!(reused, same_ms, "{side}: the EVAL form has no fence");
+        } else {
+            assert_eq!(reused, 0, "{side}: {same_ms} tries in one millisecond");
+        }
+    }
+}
+
+/// A command of one side with binary arguments: the module's
+/// `SLIDEWIN.<kind> key args`, or the library's call of the same.
+fn raw_cmd(pair: &Pair, side: &str, kind: &str, key: &str, args: &[&[u8]]) -> redis::Cmd {
+    let key = format!("{{{side}}}{key}");
+    let function = format!("slidewin_{}", kind.to_lowercase());
+    let mut cmd = match (side, &pair.form) {
+        ("m", _) => {
+            let mut c = redis::cmd(&format!("SLIDEWIN.{kind}"));
+            c.arg(&key);
+            c
+        }
+        (_, Form::Function) => {
+            let mut c = redis::cmd("FCALL");
+            c.arg(&function).arg(1).arg(&key);
+            c
+        }
+        (_, Form::Eval(sha)) => {
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(sha).arg(1).arg(&key).arg(&function);
+            c
+        }
+    };
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd
+}
+
+/// Request ids of any bytes (NUL, `:`, `#`, `@`, not UTF-8), the longest
+/// (128 bytes) included: the same replies and members on both sides.
+fn binary_ids(pair: &mut Pair) {
+    let longest = [b'x'; 128];
+    let odd: &[u8] = b"\x00\xff:#1@2 %d";
+    for id in [odd, &longest[..]] {
+        let run = |pair: &mut Pair, kind: &str, args: &[&[u8]]| -> Value {
+            let m: Value = raw_cmd(pair, "m", kind, "bin", args)
+                .query(&mut pair.m)
+                .unwrap_or_else(|e| panic!("{kind}: {e}"));
+            let f: Value = raw_cmd(pair, "f", kind, "bin", args)
+                .query(pair.lib())
+                .unwrap_or_else(|e| panic!("{kind}: {e}"));
+            same(&m, &f, &format!("{kind} {args:?}"));
+            m
+        };
+        let check: [&[u8]; 6] = [b"5", b"900", b"COST", b"2", b"ID", id];
+        assert_eq!(run(pair, "CHECK", &check), Value::Int(1));
+        assert_eq!(run(pair, "CHECK", &check), Value::Int(1));
+        let m = entries(&mut pair.m, b"{m}bin");
+        let f = entries(pair.lib(), b"{f}bin");
+        let names = |e: &[(Vec<u8>, f64)]| e.iter().map(|(m, _)| m.clone()).collect::<Vec<_>>();
+        let unit = |i: u8| {
+            let mut v = vec![b'#', i, b':'];
+            v.extend_from_slice(id);
+            v
+        };
+        assert_eq!(names(&m), [unit(b'1'), unit(b'2')], "charged once");
+        assert_eq!(names(&m), names(&f));
+        assert_eq!(
+            run(pair, "SETTLE", &[b"ID", id, b"COST", b"3"]),
+            Value::Int(3)
+        );
+        assert_eq!(run(pair, "UNDO", &[b"ID", id]), Value::Int(3));
+        assert_eq!(run(pair, "UNDO", &[b"ID", id]), Value::Int(0));
+        same_keys(pair, &["bin"]);
+    }
 }

@@ -1,6 +1,7 @@
 //! `SLIDEWIN.APPLY`'s parser and its application, on arbitrary words (one
-//! a line, see `common::words`), against three logs (empty, small with an
-//! expiry, chunked with runs out of member order): a refused effect leaves
+//! a line, see `common::words`), against four logs (empty, small with an
+//! expiry, chunked with runs out of member order, one with charges made
+//! with an ID, version 2): a refused effect leaves
 //! the log exactly as it was and says `ERR ...`; an accepted one leaves a
 //! log that passes the oracle and holds what the effect said.
 #![no_main]
@@ -50,6 +51,10 @@ fn bases() -> Vec<CompactLog> {
             "ADD", "10", "1", "3", "ADD", "10", "9", "1", "PXAT", "70010",
         ]),
         built(&chunked),
+        built(&[
+            "ADD", "990", "1", "2", "CHARGE", "r1", "1000", "3", "3", "CHARGE", "r2", "1005",
+            "6", "1", "CHARGE", "r1", "1000", "7", "2", "PXAT", "70000",
+        ]),
     ]
 }
 
@@ -93,9 +98,16 @@ fuzz_target!(|data: &[u8]| {
                 let added = effect
                     .add
                     .iter()
+                    .chain(effect.charges().iter().map(|(_, r)| r))
                     .try_fold(0u64, |t, r| t.checked_add(r.count));
+                // A CUT keeps `units` of the units the charge held.
+                let cut = effect.cuts().iter().try_fold(0u64, |t, (request, units)| {
+                    let held = from.charge_of(request).map_or(0, |c| c.1);
+                    t.checked_add(held.checked_sub(*units)?)
+                });
                 let expected = kept
                     .checked_sub(effect.remove.len() as u64)
+                    .and_then(|k| k.checked_sub(cut?))
                     .and_then(|k| k.checked_add(added?));
                 assert_eq!(
                     Some(log.count_entries()),
@@ -111,6 +123,20 @@ fuzz_target!(|data: &[u8]| {
                         log.has_member(r.last()).unwrap_or(false),
                         "ADD {r:?} not there"
                     );
+                }
+                for (request, r) in effect.charges() {
+                    let charge = log.charge_of(request);
+                    assert!(
+                        charge.is_some_and(|(score, _)| score == r.score),
+                        "CHARGE {r:?} not there: {charge:?}"
+                    );
+                }
+                for (request, units) in effect.cuts() {
+                    let charged_again = effect.charges().iter().any(|(r, _)| r == request);
+                    if !charged_again {
+                        let now = log.charge_of(request).map_or(0, |c| c.1);
+                        assert_eq!(now, *units, "CUT {units}");
+                    }
                 }
                 for &id in &effect.remove {
                     assert!(

@@ -985,7 +985,9 @@ fn compact_entries(c: &mut Connection, key: &[u8]) -> Vec<(Vec<u8>, f64)> {
         }
     };
     let unzigzag = |v: u64| ((v >> 1) as i64) ^ -((v & 1) as i64);
-    assert_eq!(log[0], 1, "encoding version 1");
+    // Version 2 (a key holding charges made with an ID) adds the charge
+    // records after the runs (read over below).
+    assert!(log[0] == 1 || log[0] == 2, "encoding version 1 or 2");
     r += 1;
     r += 1;
     if log[1] == 1 {
@@ -1019,6 +1021,18 @@ fn compact_entries(c: &mut Connection, key: &[u8]) -> Vec<(Vec<u8>, f64)> {
             out.push(((first + i).to_string().into_bytes(), score as f64));
         }
         expected = (first + count as i64 - 1).saturating_add(1);
+    }
+    if log[0] == 2 {
+        // Records: a request id (length, bytes), a score, runs of ids.
+        for _ in 0..varint(&mut r) {
+            let len = varint(&mut r) as usize;
+            r += len;
+            varint(&mut r);
+            for _ in 0..varint(&mut r) {
+                varint(&mut r);
+                varint(&mut r);
+            }
+        }
     }
     assert_eq!(r, log.len(), "the whole encoding read");
     // In the server's order: score, then member bytes.

@@ -12,13 +12,18 @@ See docs/clients.md, section "Calling slidewin from an application".
 from .aio import AsyncLimiter
 from .decision import FALLBACK, FUNCTION, LOCAL_CACHE, REDIS, Decision, Rule
 from .errors import SlidewinError, SlidewinModuleError
-from .limiter import ALLOW, DEFAULT_BACKENDS, DENY, FUNCTION_LIBRARY, LOCAL, MODULE, SCRIPT, Limiter, eval_code, library_code, merge_top
+from .limiter import (ALLOW, DEFAULT_BACKENDS, DENY, FUNCTION_LIBRARY, LOCAL, MAX_REQUEST_ID, MODULE, SCRIPT, Limiter, eval_code,
+                      library_code, merge_top)
+from .reservation import AsyncReservation, Reservation
 
 __all__ = [
     "Limiter",
     "AsyncLimiter",
     "Decision",
     "Rule",
+    "Reservation",
+    "AsyncReservation",
+    "MAX_REQUEST_ID",
     "merge_top",
     "library_code",
     "DENY",

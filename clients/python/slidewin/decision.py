@@ -31,9 +31,14 @@ class Decision:
     - `retry_after_ms`: 0 when allowed; -1 when the call can never pass
       (its cost exceeds a limit); else the wait before the same call passes.
     - `reset_after_ms`: until the window holds nothing.
-    - `members`: the entries added (what `undo` gives back).
+    - `members`: the entries added (what `undo` gives back), as the server
+      named them (tokens `<id>@<ms>`; keep them opaque); empty for a call
+      made with a request id (`undo` gives that back by its id).
     - `source`: `redis`, `function`, `local-cache` or `fallback`.
     - `rules`: the rules judged; `per_rule`: each rule's own decision (MCHECK).
+    - `request_id`: the id the call was made under (`check(...,
+      request_id=)`, a reservation, or `Limiter(request_ids=True)`), as
+      given (str or bytes); None for a call without one.
     """
 
     allowed: bool
@@ -45,6 +50,7 @@ class Decision:
     source: str = REDIS
     rules: Tuple[Rule, ...] = ()
     per_rule: Tuple["Decision", ...] = field(default=(), repr=False)
+    request_id: Union[str, bytes, None] = None
 
     @property
     def keys(self) -> List[Union[str, bytes]]:
@@ -90,13 +96,16 @@ def from_detail(reply, rule: Rule, source: str, members=()) -> Decision:
     )
 
 
-def from_multi(reply, rules: List[Rule], source: str) -> Decision:
+def from_multi(reply, rules: List[Rule], source: str, with_members: bool = True) -> Decision:
     """A decision from MCHECK's DETAIL WITHMEMBERS reply
-    `[allowed, retry_after_ms, [five fields] per rule..., [members]]`."""
+    `[allowed, retry_after_ms, [five fields] per rule..., [members]]`
+    (`with_members=False`: its DETAIL reply, without the members, as a
+    call with an ID gets it)."""
     allowed, retry = int(reply[0]), int(reply[1])
-    members = tuple(_text(m) for m in reply[-1])
+    members = tuple(_text(m) for m in reply[-1]) if with_members else ()
+    fields_per_rule = reply[2:-1] if with_members else reply[2:]
     per_rule = tuple(
-        from_detail(fields, rule, source) for fields, rule in zip(reply[2:-1], rules)
+        from_detail(fields, rule, source) for fields, rule in zip(fields_per_rule, rules)
     )
     # The headers speak for one rule: the one with the fewest calls left
     # (on a tie, the one that resets last).

@@ -4,10 +4,12 @@ TCP, Unix socket, TLS, Sentinel's `master_for`; or
 and its circuit breaker, the backends (the module, then the FUNCTION
 library), and counts of every decision the server did not make."""
 
+import dataclasses
 import functools
 import hashlib
 import os
 import time
+import uuid
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 import redis
@@ -18,6 +20,7 @@ from .connections import Link
 from .decision import Decision, Rule
 from .errors import SlidewinModuleError
 from .local import CircuitBreaker, DenialCache, LocalWindows, key_bytes, monotonic_ms
+from .reservation import Reservation
 
 #: What to answer while Redis is unreachable or slower than the timeout.
 DENY, ALLOW, LOCAL = "deny", "allow", "local"
@@ -71,6 +74,54 @@ TRYAGAIN_BUDGET_MS = 200
 
 #: What `Policy.after_error` asks the limiter to do before trying again.
 RECONNECT = "reconnect"
+
+#: The longest request id the server takes, in bytes (and the shortest: 1).
+MAX_REQUEST_ID = 128
+
+
+def request_id_of(request_id) -> Union[str, bytes]:
+    """A request id as the caller gave it (str, sent as UTF-8, or bytes),
+    checked against the server's bounds so that a bad one is refused
+    before anything is sent (also while Redis is away)."""
+    if isinstance(request_id, (bytearray, memoryview)):
+        request_id = bytes(request_id)
+    if not isinstance(request_id, (str, bytes)):
+        raise TypeError(f"a request id is str or bytes, got {type(request_id).__name__}")
+    size = len(request_id.encode("utf-8")) if isinstance(request_id, str) else len(request_id)
+    if not 1 <= size <= MAX_REQUEST_ID:
+        raise ValueError(f"a request id must be 1 to {MAX_REQUEST_ID} bytes, got {size}")
+    return request_id
+
+
+def new_request_id() -> bytes:
+    """A request id made by the client: 16 random bytes (a UUID4's)."""
+    return uuid.uuid4().bytes
+
+
+def resendable(e: Exception) -> bool:
+    """Whether `e` leaves a call's fate unknown (a lost connection, a reply
+    slower than the timeout: it may have run). Only a call with a request
+    id is then sent once more: the server answers a repeat of an id it
+    charged without charging again. Not LOADING (nothing ran, and a resend
+    now fails the same), not a refused login, not a READONLY in disguise."""
+    if isinstance(e, (redis.exceptions.BusyLoadingError, redis.exceptions.AuthenticationError,
+                      redis.exceptions.AuthorizationError)):
+        return False
+    if isinstance(e.__context__, redis.exceptions.ReadOnlyError):
+        return False
+    return isinstance(e, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError))
+
+
+def may_hold_charge(decision: Decision) -> bool:
+    """Whether the server may hold a charge for `decision`'s call: the
+    server allowed it, or the outage policy answered (the call may have run
+    before its reply was lost). A refusal from the server, or from the
+    denial cache (nothing sent), charged nothing."""
+    if decision.source == d.LOCAL_CACHE:
+        return False
+    if decision.source == d.FALLBACK:
+        return True
+    return decision.allowed
 
 LIBRARY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "slidewin.lua")
 
@@ -142,10 +193,13 @@ class Backend:
     def why_absent(self, e: Exception) -> str:
         return f"{self.name}: {e}"
 
-    def check(self, rule: Rule, cost: int) -> list:
+    # A call with a request id asks for DETAIL (the server refuses ID with
+    # WITHMEMBERS: the charge is given back by its id, not its members).
+
+    def check(self, rule: Rule, cost: int, request_id=None) -> list:
         raise NotImplementedError
 
-    def check_all(self, rules: Sequence[Rule], cost: int) -> list:
+    def check_all(self, rules: Sequence[Rule], cost: int, request_id=None) -> list:
         raise NotImplementedError
 
     def peek(self, rule: Rule, cost: int) -> list:
@@ -153,6 +207,22 @@ class Backend:
 
     def undo(self, key, members: Sequence[str]) -> list:
         raise NotImplementedError
+
+    def undo_id(self, key, request_id) -> list:
+        """UNDO key ID request-id."""
+        raise NotImplementedError
+
+    def settle(self, key, request_id, cost: int) -> list:
+        """SETTLE key ID request-id COST units."""
+        raise NotImplementedError
+
+
+def _charge_options(cost: int, request_id, detail: bool = False) -> list:
+    """COST, then ID and DETAIL for a call with a request id, else
+    WITHMEMBERS (CHECK's implies DETAIL; MCHECK's is given with `detail`)."""
+    if request_id is None:
+        return ["COST", cost] + (["DETAIL"] if detail else []) + ["WITHMEMBERS"]
+    return ["COST", cost, "ID", request_id, "DETAIL"]
 
 
 class ModuleBackend(Backend):
@@ -163,18 +233,24 @@ class ModuleBackend(Backend):
     def why_absent(self, e: Exception) -> str:
         return f"the slidewin module is not loaded ({e})"
 
-    def check(self, rule, cost):
-        return ["SLIDEWIN.CHECK", rule.key, rule.limit, rule.window_ms, "COST", cost, "WITHMEMBERS"]
+    def check(self, rule, cost, request_id=None):
+        return ["SLIDEWIN.CHECK", rule.key, rule.limit, rule.window_ms] + _charge_options(cost, request_id)
 
-    def check_all(self, rules, cost):
+    def check_all(self, rules, cost, request_id=None):
         flat = [x for r in rules for x in (r.key, r.limit, r.window_ms)]
-        return ["SLIDEWIN.MCHECK", len(rules)] + flat + ["COST", cost, "DETAIL", "WITHMEMBERS"]
+        return ["SLIDEWIN.MCHECK", len(rules)] + flat + _charge_options(cost, request_id, detail=True)
 
     def peek(self, rule, cost):
         return ["SLIDEWIN.PEEK", rule.key, rule.limit, rule.window_ms, "COST", cost]
 
     def undo(self, key, members):
         return ["SLIDEWIN.UNDO", key] + list(members)
+
+    def undo_id(self, key, request_id):
+        return ["SLIDEWIN.UNDO", key, "ID", request_id]
+
+    def settle(self, key, request_id, cost):
+        return ["SLIDEWIN.SETTLE", key, "ID", request_id, "COST", cost]
 
 
 class FunctionBackend(Backend):
@@ -207,19 +283,25 @@ class FunctionBackend(Backend):
             return f"FUNCTION LOAD of the slidewin library was refused ({self.install_error}), and calling it failed too ({e})"
         return f"the FUNCTION library cannot answer ({e})"
 
-    def check(self, rule, cost):
-        return ["FCALL", "slidewin_check", 1, rule.key, rule.limit, rule.window_ms, "COST", cost, "WITHMEMBERS"]
+    def check(self, rule, cost, request_id=None):
+        return ["FCALL", "slidewin_check", 1, rule.key, rule.limit, rule.window_ms] + _charge_options(cost, request_id)
 
-    def check_all(self, rules, cost):
+    def check_all(self, rules, cost, request_id=None):
         limits = [x for r in rules for x in (r.limit, r.window_ms)]
         keys = [r.key for r in rules]
-        return ["FCALL", "slidewin_mcheck", len(rules)] + keys + limits + ["COST", cost, "DETAIL", "WITHMEMBERS"]
+        return ["FCALL", "slidewin_mcheck", len(rules)] + keys + limits + _charge_options(cost, request_id, detail=True)
 
     def peek(self, rule, cost):
         return ["FCALL_RO", "slidewin_peek", 1, rule.key, rule.limit, rule.window_ms, "COST", cost]
 
     def undo(self, key, members):
         return ["FCALL", "slidewin_undo", 1, key] + list(members)
+
+    def undo_id(self, key, request_id):
+        return ["FCALL", "slidewin_undo", 1, key, "ID", request_id]
+
+    def settle(self, key, request_id, cost):
+        return ["FCALL", "slidewin_settle", 1, key, "ID", request_id, "COST", cost]
 
 
 class ScriptBackend(FunctionBackend):
@@ -254,17 +336,23 @@ class ScriptBackend(FunctionBackend):
         keys, args = fcall[3 : 3 + numkeys], fcall[3 + numkeys :]
         return ["EVALSHA", eval_sha(), numkeys] + keys + [name] + args
 
-    def check(self, rule, cost):
-        return self.as_eval(super().check(rule, cost))
+    def check(self, rule, cost, request_id=None):
+        return self.as_eval(super().check(rule, cost, request_id))
 
-    def check_all(self, rules, cost):
-        return self.as_eval(super().check_all(rules, cost))
+    def check_all(self, rules, cost, request_id=None):
+        return self.as_eval(super().check_all(rules, cost, request_id))
 
     def peek(self, rule, cost):
         return self.as_eval(super().peek(rule, cost))
 
     def undo(self, key, members):
         return self.as_eval(super().undo(key, members))
+
+    def undo_id(self, key, request_id):
+        return self.as_eval(super().undo_id(key, request_id))
+
+    def settle(self, key, request_id, cost):
+        return self.as_eval(super().settle(key, request_id, cost))
 
 
 #: Every backend by name. The default chain is `DEFAULT_BACKENDS`.
@@ -326,6 +414,7 @@ class Attempt:
         self.budget_ms = budget_ms
         self.tryagain = 0
         self.reconnected = False
+        self.resent = False
 
     def next_tryagain_pause(self) -> Optional[float]:
         """Seconds to wait before trying again, None when the retries or
@@ -361,6 +450,7 @@ class Policy:
         backends: Sequence[str] = DEFAULT_BACKENDS,
         log_every_ms: int = st.LOG_EVERY_MS,
         clock: Callable[[], int] = monotonic_ms,
+        request_ids: bool = False,
     ):
         if outage not in POLICIES:
             raise ValueError(f"outage must be one of {POLICIES}, got {outage!r}")
@@ -374,6 +464,17 @@ class Policy:
         self.breaker = CircuitBreaker(breaker_failures, breaker_pause_ms, clock)
         self.chain = Chain(backends)
         self.stats = st.Stats(clock, log_every_ms)
+        self.request_ids = bool(request_ids)
+
+    def request_id(self, given) -> Tuple[Union[str, bytes, None], bool]:
+        """The id a charging call carries, and whether the caller gave it:
+        the caller's (checked), else one made here when `request_ids` is
+        on, else None."""
+        if given is not None:
+            return request_id_of(given), True
+        if self.request_ids:
+            return new_request_id(), False
+        return None, False
 
     @property
     def source(self) -> str:
@@ -403,10 +504,12 @@ class Policy:
     # Around the round trip, for both limiters: what answers before it,
     # after a failure, and after a reply.
 
-    def without_redis(self, kind: str, rules: Tuple[Rule, ...], cost: int) -> Optional[Decision]:
-        """The denial cache's refusal, or the outage policy's answer while
-        the breaker is open; None when Redis should be asked."""
-        cached = self.cached(rules, cost)
+    def without_redis(self, kind: str, rules: Tuple[Rule, ...], cost: int, cache: bool = True) -> Optional[Decision]:
+        """The denial cache's refusal (unless `cache` is False: a request id
+        the caller gave may repeat a call the server charged, which only
+        the server can answer), or the outage policy's answer while the
+        breaker is open; None when Redis should be asked."""
+        cached = self.cached(rules, cost) if cache else None
         if cached:
             return cached
         if not self.breaker.allow():
@@ -515,12 +618,12 @@ class Policy:
         return self.outage_answer(kind, rules, cost, reason, error)
 
     def answered(self, kind: str, reply, rules: Tuple[Rule, ...], cost: int = 1, since: Optional[int] = None,
-                 source: Optional[str] = None) -> Decision:
+                 source: Optional[str] = None, request_id=None) -> Decision:
         """Redis replied: its Decision; a denial is remembered with its cost
         (not a peek's), timed from `since`, the clock read before the
         request was sent."""
         self.breaker.success()
-        decision = self.parse(kind, reply, rules, source or self.source)
+        decision = self.parse(kind, reply, rules, source or self.source, request_id)
         self.stats.count(decision.source, st.DECIDED)
         if kind != PEEK:
             self.remember(decision, cost, since)
@@ -530,18 +633,54 @@ class Policy:
     # while Redis is away; `Limiter` and `AsyncLimiter` only do the I/O.
 
     @staticmethod
-    def command(kind: str, backend: Backend, rules: Tuple[Rule, ...], cost: int) -> list:
+    def command(kind: str, backend: Backend, rules: Tuple[Rule, ...], cost: int, request_id=None) -> list:
         if kind == CHECK_ALL:
-            return backend.check_all(rules, cost)
+            return backend.check_all(rules, cost, request_id)
         if kind == PEEK:
             return backend.peek(rules[0], cost)
-        return backend.check(rules[0], cost)
+        return backend.check(rules[0], cost, request_id)
 
-    def parse(self, kind: str, reply, rules: Tuple[Rule, ...], source: str) -> Decision:
+    def parse(self, kind: str, reply, rules: Tuple[Rule, ...], source: str, request_id=None) -> Decision:
         if kind == CHECK_ALL:
-            return d.from_multi(reply, list(rules), source)
-        members = reply[5] if kind == CHECK else ()
-        return d.from_detail(reply, rules[0], source, members)
+            decision = d.from_multi(reply, list(rules), source, with_members=request_id is None)
+        else:
+            members = reply[5] if kind == CHECK and request_id is None else ()
+            decision = d.from_detail(reply, rules[0], source, members)
+        return with_request_id(decision, request_id)
+
+    def undo_plan(self, target, request_id=None) -> Tuple[List, Union[str, bytes, None], Tuple[str, ...]]:
+        """What `undo(target, request_id)` sends: (the keys, the request id
+        or None, the members); no keys: nothing to send.
+
+        `target` is a Decision (its own request id, else its members), or a
+        key or a list of keys with `request_id`."""
+        if isinstance(target, Decision):
+            rid = target.request_id
+            if request_id is not None and (rid is None or request_id_of(request_id) != rid):
+                raise ValueError("undo(decision) gives back the decision's own charge: pass request_id only with keys")
+            if rid is not None:
+                return (target.keys if may_hold_charge(target) else []), rid, ()
+            if not target.allowed or not target.members:
+                return [], None, ()
+            return target.keys, None, target.members
+        if request_id is None:
+            raise TypeError("undo(key or keys) needs request_id=: the id the charge was made under")
+        return _keys(target), request_id_of(request_id), ()
+
+    def gave_back(self, key) -> None:
+        """This instance gave entries of `key` back (UNDO, SETTLE): the
+        denial cache forgets the key."""
+        self.cache.forget_key(key)
+
+    def exit_failed(self, what: str, reservation, e: Exception) -> None:
+        """A reservation's settle or refund at the end of its block could
+        not be sent: logged (rate-limited), not raised. The charge then
+        stays as reserved until it leaves its window."""
+        self.stats.warn(
+            "reservation:" + what,
+            "slidewin: a reservation's %s was not applied (%s); its charge under request id %r stays as reserved until it leaves the window",
+            what, e, reservation.request_id,
+        )
 
     def outage_answer(self, kind: str, rules: Tuple[Rule, ...], cost: int, reason: str = st.CONNECTION,
                       error: Optional[Exception] = None) -> Decision:
@@ -586,6 +725,19 @@ class Policy:
         return d.refusal(rules, self.breaker.pause_ms, d.FALLBACK)
 
 
+def with_request_id(decision: Decision, request_id) -> Decision:
+    """`decision`, carrying the request id its call was made under."""
+    return decision if request_id is None else dataclasses.replace(decision, request_id=request_id)
+
+
+def quiet_on_exit(e: Exception) -> bool:
+    """Whether an error of a reservation's settle or refund at the end of
+    its block is logged instead of raised: the server out of reach, one
+    slot's trouble, writes refused. The rest (WRONGTYPE, NOPERM, a bad
+    argument) is raised."""
+    return isinstance(e, OUTAGE_ERRORS + SLOT_ERRORS) or write_refused(e)
+
+
 def refusal_reason(e: Exception) -> str:
     """`oom`, `noreplicas` or `misconf`."""
     if isinstance(e, redis.exceptions.OutOfMemoryError):
@@ -610,6 +762,20 @@ def _rule(key, limit, window_ms) -> Rule:
     return Rule(_key(key), int(limit), int(window_ms))
 
 
+def _keys(target) -> List:
+    """A key, or keys, as `undo` and `settle` take them."""
+    if isinstance(target, (bytes, str, bytearray, memoryview, int, float)):
+        return [_key(target)]
+    keys = []
+    for k in target:
+        k = _key(k)
+        if k not in keys:
+            keys.append(k)
+    if not keys:
+        raise ValueError("undo needs at least one key")
+    return keys
+
+
 def _rules(rules: Iterable) -> Tuple[Rule, ...]:
     """`Rule`s or `(key, limit, window_ms)` tuples, at least one."""
     out = tuple(_rule(r.key, r.limit, r.window_ms) if isinstance(r, Rule) else _rule(*r) for r in rules)
@@ -629,7 +795,13 @@ class Limiter:
     and without retries: a charging command (CHECK, MCHECK, UNDO, their
     FCALLs) is sent once, never again after a timeout or a lost connection
     (it may have run); only what the server refused without running it
-    (READONLY, TRYAGAIN, MOVED, ASK) goes again.
+    (READONLY, TRYAGAIN, MOVED, ASK) goes again, and a call made with a
+    request id (which the server charges once) goes once more after a
+    timeout or a lost connection.
+
+    `request_ids=True` gives every `check` and `check_all` a request id of
+    16 random bytes (off by default: an id costs memory on every entry it
+    charges, see docs/llm-gateway.md); `request_id=` gives one to a call.
 
     `outage` is `deny`, `allow` or `local` (an exact per-instance window);
     it answers while Redis cannot decide: unreachable, slower than
@@ -702,27 +874,44 @@ class Limiter:
             except redis.exceptions.ResponseError as e:
                 chain.after_error(backend, e)
 
-    def _decide(self, kind: str, rules: Tuple[Rule, ...], cost: int) -> Decision:
-        """The local cache, else Redis (the breaker permitting), else the
-        outage policy; denials from Redis are remembered (not a peek's)."""
+    def _send_again_once(self, key, build: Callable[[Backend], list]):
+        """`_send` for a call the server runs the same however often it
+        comes (UNDO or SETTLE by request id): sent once more after an error
+        that leaves its fate unknown (`resendable`)."""
+        try:
+            return self._send(key, build)
+        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException) as e:
+            if not resendable(e):
+                raise
+        return self._send(key, build)
+
+    def _decide(self, kind: str, rules: Tuple[Rule, ...], cost: int, request_id=None, given: bool = False) -> Decision:
+        """The local cache (not for an id the caller `given`: it may repeat
+        a charged call), else Redis (the breaker permitting), else the
+        outage policy; denials from Redis are remembered (not a peek's). A
+        call with a request id is sent once more after a lost connection or
+        a timeout: the server charges an id once."""
         policy = self.policy
-        early = policy.without_redis(kind, rules, cost)
+        early = policy.without_redis(kind, rules, cost, cache=not given)
         if early:
-            return early
+            return with_request_id(early, request_id)
         attempt = policy.attempt()
         while True:
             since = policy.clock()
             try:
-                reply, source = self._send(rules[0].key, lambda b: policy.command(kind, b, rules, cost))
+                reply, source = self._send(rules[0].key, lambda b: policy.command(kind, b, rules, cost, request_id))
             except SlidewinModuleError:
                 policy.breaker.success()
                 raise
             except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException) as e:
+                if request_id is not None and not attempt.resent and resendable(e):
+                    attempt.resent = True
+                    continue
                 step = policy.after_error(e, kind, rules, cost, attempt, self._cluster)
                 if step is None:
                     raise
                 if isinstance(step, Decision):
-                    return step
+                    return with_request_id(step, request_id)
                 if step == RECONNECT:
                     self.link.reconnect()
                 else:
@@ -731,19 +920,61 @@ class Limiter:
             except BaseException:
                 policy.breaker.release()
                 raise
-            return policy.answered(kind, reply, rules, cost, since, source)
+            return policy.answered(kind, reply, rules, cost, since, source, request_id)
 
     # -- API -------------------------------------------------------------
 
-    def check(self, key, limit: int, window_ms: int, cost: int = 1) -> Decision:
+    def check(self, key, limit: int, window_ms: int, cost: int = 1, request_id=None) -> Decision:
         """SLIDEWIN.CHECK: records `cost` calls on `key` (str or bytes, sent
-        as redis-py sends keys) if they fit."""
-        return self._decide(CHECK, (_rule(key, limit, window_ms),), cost)
+        as redis-py sends keys) if they fit.
 
-    def check_all(self, rules: Iterable, cost: int = 1) -> Decision:
+        `request_id` (str or bytes, 1 to 128 bytes): the charge is made
+        under that id (`CHECK ... ID`): while it is in its window, the same
+        id again charges nothing and is allowed; `undo` and `settle` change
+        it by its id. Such a call is sent once more after a lost connection
+        or a timeout, and skips the denial cache. With
+        `Limiter(request_ids=True)` every check without one gets an id made
+        here (`decision.request_id`)."""
+        rid, given = self.policy.request_id(request_id)
+        return self._decide(CHECK, (_rule(key, limit, window_ms),), cost, rid, given)
+
+    def check_all(self, rules: Iterable, cost: int = 1, request_id=None) -> Decision:
         """SLIDEWIN.MCHECK: every rule `(key, limit, window_ms)` must allow
-        `cost`, and then all are charged; all or nothing."""
-        return self._decide(CHECK_ALL, _rules(rules), cost)
+        `cost`, and then all are charged; all or nothing. `request_id`: as
+        for `check`, one id for the call, a charge under it on each key (a
+        repeat is recognised when any key still holds it)."""
+        rid, given = self.policy.request_id(request_id)
+        return self._decide(CHECK_ALL, _rules(rules), cost, rid, given)
+
+    def reserve(self, key, limit: int, window_ms: int, cost: int, request_id=None) -> Reservation:
+        """A reservation of `cost` units on one rule (a context manager:
+        `with limiter.reserve(...) as r:`): a CHECK under a request id
+        (`request_id`, else 16 random bytes), settled at `r.cost` when the
+        block ends, refunded when it ends by an exception. See
+        `slidewin.reservation`."""
+        rid, given = (request_id_of(request_id), True) if request_id is not None else (new_request_id(), False)
+        return Reservation(self, CHECK, (_rule(key, limit, window_ms),), cost, rid, given)
+
+    def reserve_all(self, rules: Iterable, cost: int, request_id=None) -> Reservation:
+        """`reserve` on several rules (one MCHECK): `cost` on each key, all
+        or nothing; settled and refunded on each key."""
+        rid, given = (request_id_of(request_id), True) if request_id is not None else (new_request_id(), False)
+        return Reservation(self, CHECK_ALL, _rules(rules), cost, rid, given)
+
+    def settle(self, key, request_id, cost: int) -> Optional[int]:
+        """SLIDEWIN.SETTLE: sets the units charged under `request_id` on
+        `key` to `cost`: fewer gives the difference back, more adds it at
+        the charge's own time (even past the limit: later calls wait), 0
+        gives it all back. Returns the units now charged, or None when the
+        key holds no charge under that id (it left its window, or was never
+        made): nothing changed. Sent once more after a lost connection or a
+        timeout (setting the same units twice is setting them once); other
+        errors are raised."""
+        key, rid, cost = _key(key), request_id_of(request_id), int(cost)
+        self.policy.gave_back(key)
+        reply, _ = self._send_again_once(key, lambda b: b.settle(key, rid, cost))
+        units = int(reply)
+        return None if units < 0 else units
 
     def peek(self, key, limit: int, window_ms: int, cost: int = 1) -> Decision:
         """SLIDEWIN.PEEK: what `check` would answer now, changing nothing.
@@ -751,19 +982,31 @@ class Limiter:
         charging the local window."""
         return self._decide(PEEK, (_rule(key, limit, window_ms),), cost)
 
-    def undo(self, decision: Decision) -> int:
-        """SLIDEWIN.UNDO: gives an allowed decision's entries back on every
-        key it charged; returns the entries removed. Sent once per key,
-        never again (an error is raised to you: the UNDO may have run).
-        A decision without members (a peek's, a refusal, an outage answer)
-        charged nothing: undoing it is a no-op that returns 0 and sends
-        nothing."""
-        if not decision.allowed or not decision.members:
-            return 0
+    def undo(self, target, request_id=None) -> int:
+        """SLIDEWIN.UNDO: gives a charge back on every key it was made on;
+        returns the entries removed.
+
+        - `undo(decision)` for a decision made without a request id: its
+          members, sent once per key, never again (an error is raised to
+          you: the UNDO may have run). A decision without members (a
+          peek's, a refusal, an outage answer) charged nothing: a no-op
+          that returns 0 and sends nothing.
+        - `undo(decision)` for one made with a request id, or
+          `undo(key_or_keys, request_id=...)`: `UNDO key ID request-id`,
+          exact and idempotent, so sent once more after a lost connection
+          or a timeout (the count then misses what the first send removed).
+          An outage answer's charge is asked for too (its call may have run
+          before the reply was lost); a refusal from the server or the
+          denial cache sends nothing.
+        """
+        keys, rid, members = self.policy.undo_plan(target, request_id)
         removed = 0
-        for key in decision.keys:
-            self.policy.cache.forget_key(key)
-            reply, _ = self._send(key, lambda b, k=key: b.undo(k, decision.members))
+        for key in keys:
+            self.policy.gave_back(key)
+            if rid is None:
+                reply, _ = self._send(key, lambda b, k=key: b.undo(k, members))
+            else:
+                reply, _ = self._send_again_once(key, lambda b, k=key: b.undo_id(k, rid))
             removed += int(reply)
         return removed
 

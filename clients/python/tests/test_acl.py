@@ -52,12 +52,15 @@ def test_the_documented_acl_lines_hold(server):
     assert app.execute_command("SLIDEWIN.CHECK", "sms:limit:1.2.3.4", 5, 60_000) == 1
     reply = app.execute_command("SLIDEWIN.MCHECK", 1, "sms:limit:ip:1", 5, 60_000, "WITHMEMBERS")
     assert app.execute_command("SLIDEWIN.UNDO", "sms:limit:ip:1", *reply[-1]) == 1
+    assert app.execute_command("SLIDEWIN.CHECK", "sms:limit:r", 5, 60_000, "ID", "r1") == 1
+    assert app.execute_command("SLIDEWIN.SETTLE", "sms:limit:r", "ID", "r1", "COST", 2) == 2
     assert app.execute_command("SLIDEWIN.PEEK", "sms:limit:1.2.3.4", 5, 60_000)[0] == 1
     assert refused(app, "SLIDEWIN.TOP", 5)
     assert refused(app, "SLIDEWIN.CHECK", "other:1", 5, 60_000), "another prefix's key"
     # reader: PEEK only.
     assert reader.execute_command("SLIDEWIN.PEEK", "sms:limit:1.2.3.4", 5, 60_000)[2] == 4
     for args in (("SLIDEWIN.CHECK", "k", 5, 60_000), ("SLIDEWIN.MCHECK", 1, "k", 5, 60_000),
-                 ("SLIDEWIN.UNDO", "sms:limit:1.2.3.4", "1"), ("SLIDEWIN.TOP", 5)):
+                 ("SLIDEWIN.UNDO", "sms:limit:1.2.3.4", "1"), ("SLIDEWIN.TOP", 5),
+                 ("SLIDEWIN.SETTLE", "sms:limit:r", "ID", "r1", "COST", 0)):
         assert refused(reader, *args), args
     assert admin.execute_command("SLIDEWIN.PEEK", "sms:limit:1.2.3.4", 5, 60_000)[2] == 4, "nothing changed"

@@ -24,6 +24,7 @@
 //! O(1). Strays come from entries scored before newer ones with a greater
 //! member (the clock stepped back) and from `SLIDEWIN.APPLY`.
 
+use super::charge::*;
 use super::chunk::*;
 use super::codec::*;
 use super::run::*;
@@ -47,7 +48,13 @@ pub(super) struct Chunked {
     /// its small form's block, reused or given back by `settle`. Empty
     /// otherwise.
     pub(super) stash: Vec<u8>,
+    /// The charges made with an ID (see `charge.rs`); `None` when there is
+    /// none (never an empty table).
+    pub(super) records: Option<Box<Records>>,
 }
+
+// One allocator class with the charge table's pointer (jemalloc: 128).
+const _: () = assert!(std::mem::size_of::<Chunked>() <= 128);
 
 /// Equal when they hold the same runs in the same order and expire alike,
 /// however the runs are cut into chunks.
@@ -55,6 +62,7 @@ impl PartialEq for Chunked {
     fn eq(&self, other: &Self) -> bool {
         self.entries == other.entries
             && self.expire_at_ms == other.expire_at_ms
+            && self.records == other.records
             && self.runs() == other.runs()
     }
 }
@@ -195,6 +203,7 @@ impl Builder {
             max_id: self.max_id,
             expire_at_ms,
             stash: Vec::new(),
+            records: None,
         };
         if c.strays.iter().any(|s| c.chain_meets(s.first, s.last())) {
             return Err(DecodeError::Invalid);
@@ -419,13 +428,30 @@ impl Chunked {
     /// Removes member `id` (SLIDEWIN.UNDO); whether it was there, or the
     /// bound that taking it out would pass (splitting a run in two makes
     /// one more: nothing is changed then).
+    /// A unit of a charge made with an ID is never removed this way (see
+    /// [`Chunked::remove_units`]): `Ok(false)`.
     pub fn remove(&mut self, id: i64) -> Result<bool, Bound> {
+        if self.charged(id) {
+            return Ok(false);
+        }
         let Some(run) = self.run_holding(id) else {
             return Ok(false);
         };
-        // `first <= id <= last`: neither difference can overflow.
-        let before = u64::try_from(id.saturating_sub(run.first)).unwrap_or(0);
-        let after = run.count.saturating_sub(before).saturating_sub(1);
+        self.cut_out(run, id, id)?;
+        Ok(true)
+    }
+
+    /// Removes members `lo ..= hi`, all in `run` (a run of the log);
+    /// or the bound that splitting the run in two would pass (nothing
+    /// changed).
+    fn cut_out(&mut self, run: Run, lo: i64, hi: i64) -> Result<(), Bound> {
+        let id = lo;
+        // `first <= lo <= hi <= last`: no difference can overflow.
+        let before = u64::try_from(lo.saturating_sub(run.first)).unwrap_or(0);
+        let gone = u64::try_from(hi.saturating_sub(lo))
+            .unwrap_or(0)
+            .saturating_add(1);
+        let after = run.count.saturating_sub(before).saturating_sub(gone);
         let splits = before > 0 && after > 0;
         if splits && self.runs >= MAX_RUNS {
             return Err(Bound::Runs);
@@ -440,7 +466,7 @@ impl Chunked {
         if after > 0 {
             pieces.push(Run {
                 score: run.score,
-                first: id.saturating_add(1),
+                first: hi.saturating_add(1),
                 count: after,
             });
         }
@@ -451,30 +477,31 @@ impl Chunked {
             self.strays.splice(si..=si, pieces.iter().copied());
         } else {
             let Some(ci) = self.chunk_for(id) else {
-                return Ok(false);
+                return Ok(());
             };
-            let removed_in_place = self
-                .chunks
-                .get_mut(ci)
-                .is_some_and(|c| c.remove_from_last(id));
+            let removed_in_place = lo == hi
+                && self
+                    .chunks
+                    .get_mut(ci)
+                    .is_some_and(|c| c.remove_from_last(id));
             if !removed_in_place {
                 let Some(mut runs) = self.chunks.get(ci).map(Chunk::decode) else {
-                    return Ok(false);
+                    return Ok(());
                 };
                 let Some(ri) = runs.iter().position(|r| r.holds(id)) else {
-                    return Ok(false);
+                    return Ok(());
                 };
                 runs.splice(ri..=ri, pieces.iter().copied());
                 self.replace_chunks(ci..ci + 1, &runs);
             }
         }
-        self.entries = self.entries.saturating_sub(1);
+        self.entries = self.entries.saturating_sub(gone);
         self.runs = (self.runs + pieces.len() as u64).saturating_sub(1);
         if self.chunks.is_empty() && self.strays.is_empty() {
             self.max_id = None;
         }
         self.rejoin_strays();
-        Ok(true)
+        Ok(())
     }
 
     /// After a removal: the strays with no run after them starting at or
@@ -882,12 +909,17 @@ impl Chunked {
                 out.push(c.bytes.as_ptr());
             }
         }
+        if let Some(r) = &self.records {
+            out.push((&**r as *const Records).cast());
+            r.heap_blocks(&mut out);
+        }
         out
     }
 
     /// How many heap blocks freeing the log releases.
     pub fn blocks(&self) -> usize {
-        self.chunks.len().saturating_add(2)
+        let records = self.records.as_ref().map_or(0, |r| r.blocks());
+        self.chunks.len().saturating_add(2).saturating_add(records)
     }
 
     /// The encoding (see the module comment).
@@ -898,8 +930,15 @@ impl Chunked {
     }
 
     /// Appends the encoding to `out`: the runs in the canonical order.
+    /// Version 1 without charge records, 2 with them.
     pub(super) fn encode_into(&self, out: &mut Vec<u8>) {
-        write_header(out, self.expire_at_ms, self.runs);
+        let records = self.records.as_deref().filter(|r| !r.is_empty());
+        let version = if records.is_some() {
+            VERSION_CHARGES
+        } else {
+            VERSION
+        };
+        write_header_of(out, version, self.expire_at_ms, self.runs);
         let mut state: Option<(i64, i64)> = None;
         self.for_each_run(|r| {
             let (score, expected) = state.get_or_insert_with(|| {
@@ -908,6 +947,9 @@ impl Chunked {
             });
             put_run(out, score, expected, r);
         });
+        if let Some(records) = records {
+            put_records(out, records.len(), records.iter());
+        }
     }
 
     /// Decodes bytes from anywhere (RDB, RESTORE, a client): a log that
@@ -938,10 +980,32 @@ impl Chunked {
                 b.push(run)?;
             }
         }
+        // A version 2 payload: the charge records, each checked as it is
+        // read (bounds, order), then all against the log in one pass.
+        let records = if header.version == VERSION_CHARGES {
+            let n = read_record_count(&mut r)?;
+            let mut records = RecordsBuilder::default();
+            for _ in 0..n {
+                records.push(read_record(&mut r)?).map_err(|b| match b {
+                    Some(b) => DecodeError::Bound(b),
+                    None => DecodeError::Invalid,
+                })?;
+            }
+            Some(records.finish().map_err(|()| DecodeError::Invalid)?)
+        } else {
+            None
+        };
         if r.at != bytes.len() {
             return Err(DecodeError::Trailing);
         }
-        b.finish(header.expire_at_ms)
+        let mut log = b.finish(header.expire_at_ms)?;
+        if let Some(records) = records {
+            if !log.holds_units_of(&records) {
+                return Err(DecodeError::Invalid);
+            }
+            log.records = Some(Box::new(records));
+        }
+        Ok(log)
     }
 }
 
@@ -1009,8 +1073,22 @@ impl Chunked {
         } else if runs > 0 {
             return Err("no max_id".into());
         }
+        if let Some(records) = &self.records {
+            records.check()?;
+            if !self.holds_units_of(records) {
+                return Err(format!(
+                    "a charge's units are not entries at its score: {records:?}"
+                ));
+            }
+        }
         let again =
             Chunked::decode(&self.encode()).map_err(|e| format!("does not load again: {e}"))?;
+        if again.records != self.records {
+            return Err(format!(
+                "the charges do not load again the same: {:?} against {:?}",
+                self.records, again.records
+            ));
+        }
         if again.strays != self.strays || again.runs() != self.runs() {
             return Err(format!(
                 "the split is not the canonical one: strays {:?} against {:?}",
@@ -1018,6 +1096,212 @@ impl Chunked {
             ));
         }
         Ok(())
+    }
+}
+
+/// The charges made with an ID (see `charge.rs`): their entries are
+/// entries of the log; the records name them.
+impl Chunked {
+    /// Whether member `id` is a unit of a charge made with an ID.
+    pub(super) fn charged(&self, id: i64) -> bool {
+        self.records.as_ref().is_some_and(|r| r.holds(id))
+    }
+
+    /// Whether a unit of a charge lies in `first ..= last`.
+    pub(super) fn charged_in(&self, first: i64, last: i64) -> bool {
+        self.records.as_ref().is_some_and(|r| r.meets(first, last))
+    }
+
+    /// The charge under `request`: its score and units.
+    pub(super) fn charge(&self, request: &[u8]) -> Option<(i64, u64)> {
+        let r = self.records.as_ref()?.get(request)?;
+        Some((r.score, r.units()))
+    }
+
+    /// Whether every unit of every record is an entry of the log scored as
+    /// its record: one pass over the runs in member order (the chain's
+    /// chunks decoded once each, the strays merged in) and the spans.
+    pub(super) fn holds_units_of(&self, records: &Records) -> bool {
+        let spans = records.spans_by_member();
+        let mut next = spans.iter().peekable();
+        // The span being covered: the next member it needs, its last, its
+        // score.
+        let mut cur: Option<(i64, i64, i64)> = None;
+        let mut ok = true;
+        let mut visit = |r: Run| {
+            while ok {
+                let (need, last, score) = match cur {
+                    Some(c) => c,
+                    None => match next.next() {
+                        Some((s, score)) => (s.first, s.last(), *score),
+                        None => return,
+                    },
+                };
+                cur = Some((need, last, score));
+                if r.last() < need {
+                    return;
+                }
+                if r.first > need || r.score != score {
+                    ok = false;
+                    return;
+                }
+                if r.last() >= last {
+                    cur = None;
+                } else {
+                    cur = Some((r.last().saturating_add(1), last, score));
+                    return;
+                }
+            }
+        };
+        let mut strays = self.strays.iter().copied().peekable();
+        for c in &self.chunks {
+            c.for_each_run(|r| {
+                while let Some(s) = strays.next_if(|s| s.first < r.first) {
+                    visit(s);
+                }
+                visit(r);
+            });
+        }
+        strays.for_each(&mut visit);
+        ok && cur.is_none() && next.peek().is_none()
+    }
+
+    /// Adds `n` units to the charge under `request` (a new one scored
+    /// `score_ms`, an existing one at its own score) under fresh member ids
+    /// above every other: the score given and the first id (a new charge
+    /// that would put more than [`MAX_STRAYS`] runs out of member order is
+    /// scored as the newest entry, as `add` does), `None` when `n` is 0 or
+    /// no such id is left (ids up to i64::MAX, which only SLIDEWIN.APPLY
+    /// can place), or the bound it would pass (nothing changed).
+    pub(super) fn add_units(
+        &mut self,
+        request: &[u8],
+        score_ms: i64,
+        n: u64,
+    ) -> Result<Option<(i64, i64)>, Bound> {
+        if !valid_request(request) {
+            return Err(Bound::RequestId);
+        }
+        let existing = self.charge(request).map(|(s, _)| s);
+        if n == 0 {
+            return Ok(None);
+        }
+        if !(0..=MAX_SCORE).contains(&score_ms) {
+            return Ok(None);
+        }
+        let first = match self.max_id {
+            None => 1,
+            Some(m) => match m.checked_add(1) {
+                Some(f) => f.max(1),
+                None => return Ok(None),
+            },
+        };
+        if i64::try_from(n - 1)
+            .ok()
+            .and_then(|m| first.checked_add(m))
+            .is_none()
+        {
+            return Ok(None);
+        }
+        let mut run = Run {
+            score: existing.unwrap_or(score_ms),
+            first,
+            count: n,
+        };
+        match self.add_charge(request, run) {
+            Ok(()) => {}
+            Err(Bound::Strays) if existing.is_none() => {
+                let Some(top) = self.top_score().filter(|&t| t > run.score) else {
+                    return Err(Bound::Strays);
+                };
+                run.score = top;
+                self.add_charge(request, run)?;
+            }
+            Err(b) => return Err(b),
+        }
+        Ok(Some((run.score, first)))
+    }
+
+    /// Adds `run` (members the caller checked are free, scored as the
+    /// charge under `request` when there is one) as units of that charge,
+    /// made when missing; or the bound it would pass (nothing changed).
+    pub(super) fn add_charge(&mut self, request: &[u8], run: Run) -> Result<(), Bound> {
+        let span = Span {
+            first: run.first,
+            count: run.count,
+        };
+        match &self.records {
+            Some(r) => r.can_add(request, span)?,
+            None if !valid_request(request) => return Err(Bound::RequestId),
+            None => {}
+        }
+        self.insert(run)?;
+        self.records
+            .get_or_insert_with(Default::default)
+            .add_span(request, run.score, span)
+    }
+
+    /// Keeps the first `keep` units of the charge under `request` (the
+    /// highest go first; none: the charge goes): removes their entries and
+    /// returns how many, or the bound that splitting a run would pass
+    /// (nothing changed).
+    pub(super) fn remove_units(&mut self, request: &[u8], keep: u64) -> Result<u64, Bound> {
+        let Some(records) = self.records.as_ref() else {
+            return Ok(0);
+        };
+        let gone = records.plan_cut(request, keep);
+        if gone.is_empty() {
+            return Ok(0);
+        }
+        // Each span taken out of the middle of a run splits it.
+        let (mut splits, mut stray_splits) = (0u64, 0usize);
+        for g in &gone {
+            if let Some(r) = self.run_holding(g.first) {
+                if r.first < g.first && r.last() > g.last() {
+                    splits += 1;
+                    if self.stray_for(g.first).is_some() {
+                        stray_splits += 1;
+                    }
+                }
+            }
+        }
+        if self.runs.saturating_add(splits) > MAX_RUNS {
+            return Err(Bound::Runs);
+        }
+        if self.strays.len().saturating_add(stray_splits) > MAX_STRAYS {
+            return Err(Bound::Strays);
+        }
+        let mut removed = 0u64;
+        for g in &gone {
+            removed = removed.saturating_add(self.remove_span(*g));
+        }
+        if let Some(records) = self.records.as_mut() {
+            records.cut(request, keep);
+            if records.is_empty() {
+                self.records = None;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Removes the entries `span` names (all in the log), run by run from
+    /// the highest; returns how many.
+    fn remove_span(&mut self, span: Span) -> u64 {
+        let mut hi = span.last();
+        let mut removed = 0u64;
+        while let Some(r) = self.run_holding(hi) {
+            let lo = r.first.max(span.first);
+            if self.cut_out(r, lo, hi).is_err() {
+                break;
+            }
+            let n = u64::try_from(hi.saturating_sub(lo)).unwrap_or(0);
+            removed = removed.saturating_add(n).saturating_add(1);
+            if lo <= span.first {
+                break;
+            }
+            hi = lo.saturating_sub(1);
+        }
+        removed
     }
 }
 
@@ -1075,6 +1359,13 @@ impl Chunked {
         self.runs = self.runs.saturating_sub(runs_gone);
         if self.chunks.is_empty() && self.strays.is_empty() {
             self.max_id = None;
+        }
+        // The charges scored at or below the cutoff went with their entries.
+        if let Some(records) = self.records.as_mut() {
+            records.trim(cutoff_ms);
+            if records.is_empty() {
+                self.records = None;
+            }
         }
         Ok(removed)
     }

@@ -1,16 +1,33 @@
-//! The persisted encoding, version 1: what an RDB, a RESTORE payload, the
-//! AOF rewrite and `SLIDEWIN.APPLY ... LOG` carry, and a small log's form
-//! in memory.
+//! The persisted encoding: what an RDB, a RESTORE payload, the AOF rewrite
+//! and `SLIDEWIN.APPLY ... LOG` carry, and a small log's form in memory.
+//!
+//! Version 1 is the header and the runs. Version 2 is the same followed by
+//! the charge records (see `charge.rs`); it is written only for a log that
+//! holds a charge, so a log without one is byte for byte what version 1
+//! wrote (and what a module without charges reads).
+//!
+//! ```text
+//! records := varint(n >= 1) record{n}         (by request id, strictly increasing)
+//! record  := varint(len 1..=128) request-bytes varint(score 0..=2^53)
+//!            varint(spans 1..=MAX_CHARGE_SPANS) span{spans}
+//! span    := varint(first member) varint(count - 1)
+//! ```
 
-use super::run::{Bound, Run};
+use super::charge::{Record, Span, MAX_CHARGES, MAX_CHARGE_SPANS, MAX_REQUEST_ID};
+use super::run::{Bound, Run, MAX_SCORE};
 
-/// The encoding's version byte; a decoder refuses any other.
+/// The version byte of a log without charge records (the small form's
+/// only version).
 pub const VERSION: u8 = 1;
+
+/// The version byte of a log with charge records.
+pub const VERSION_CHARGES: u8 = 2;
 
 /// What the encoding says before its records: the expiry and the number
 /// of runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Header {
+    pub(super) version: u8,
     pub(super) expire_at_ms: Option<i64>,
     pub(super) runs: u64,
     /// Where the run count's varint starts (after the expiry).
@@ -21,7 +38,7 @@ pub(super) struct Header {
 /// and the run count. The one reader of the header, for every decoder.
 pub(super) fn read_header(r: &mut Reader<'_>) -> Result<Header, DecodeError> {
     let version = r.byte()?;
-    if version != VERSION {
+    if version != VERSION && version != VERSION_CHARGES {
         return Err(DecodeError::Version(version));
     }
     let expire_at_ms = match r.byte()? {
@@ -32,16 +49,29 @@ pub(super) fn read_header(r: &mut Reader<'_>) -> Result<Header, DecodeError> {
     let runs_at = r.at;
     let runs = r.varint()?;
     Ok(Header {
+        version,
         expire_at_ms,
         runs,
         runs_at,
     })
 }
 
-/// Writes the header (the one writer of it): the version byte, the expiry
-/// and the run count. The first run's score follows when there is a run.
+/// Writes the header (the one writer of it): the version byte (1), the
+/// expiry and the run count. The first run's score follows when there is a
+/// run.
+#[cfg(test)]
 pub(super) fn write_header(out: &mut impl Sink, expire_at_ms: Option<i64>, runs: u64) {
-    out.push(VERSION);
+    write_header_of(out, VERSION, expire_at_ms, runs)
+}
+
+/// [`write_header`] with the version byte given (2 for a log with charges).
+pub(super) fn write_header_of(
+    out: &mut impl Sink,
+    version: u8,
+    expire_at_ms: Option<i64>,
+    runs: u64,
+) {
+    out.push(version);
     match expire_at_ms {
         None => out.push(0),
         Some(at) => {
@@ -177,6 +207,88 @@ pub(super) fn next_run(
     })
 }
 
+/// Writes the charge records section (version 2), `records` in request id
+/// order.
+pub(super) fn put_records<'a>(
+    out: &mut impl Sink,
+    n: usize,
+    records: impl Iterator<Item = &'a Record>,
+) {
+    put_varint(out, n as u64);
+    for r in records {
+        put_varint(out, r.request.len() as u64);
+        for &b in r.request.iter() {
+            out.push(b);
+        }
+        put_varint(out, u64::try_from(r.score).unwrap_or(0));
+        put_varint(out, r.spans.len() as u64);
+        for s in &r.spans {
+            put_varint(out, u64::try_from(s.first).unwrap_or(0));
+            put_varint(out, s.count.saturating_sub(1));
+        }
+    }
+}
+
+/// The fewest bytes a record takes: a length, one byte of id, a score, a
+/// span count, one span of two varints.
+const MIN_RECORD_BYTES: u64 = 6;
+
+/// Reads the record count of a records section, refused when past
+/// [`MAX_CHARGES`] or beyond what the bytes left can hold (so nothing is
+/// built for a count that lies).
+pub(super) fn read_record_count(r: &mut Reader<'_>) -> Result<usize, DecodeError> {
+    let n = r.varint()?;
+    if n == 0 {
+        return Err(DecodeError::Invalid);
+    }
+    if n > MAX_CHARGES as u64 {
+        return Err(DecodeError::Bound(Bound::Charges));
+    }
+    let left = r.bytes.len().saturating_sub(r.at) as u64;
+    if n.saturating_mul(MIN_RECORD_BYTES) > left {
+        return Err(DecodeError::Truncated);
+    }
+    usize::try_from(n).map_err(|_| DecodeError::Range)
+}
+
+/// Reads one record, every value checked against its range and bound.
+pub(super) fn read_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
+    let len = r.varint()?;
+    if len == 0 || len > MAX_REQUEST_ID as u64 {
+        return Err(DecodeError::Bound(Bound::RequestId));
+    }
+    let len = usize::try_from(len).map_err(|_| DecodeError::Range)?;
+    let end = r.at.checked_add(len).ok_or(DecodeError::Truncated)?;
+    let request: Box<[u8]> = r.bytes.get(r.at..end).ok_or(DecodeError::Truncated)?.into();
+    r.at = end;
+    let score = r.varint()?;
+    if score > MAX_SCORE as u64 {
+        return Err(DecodeError::Range);
+    }
+    let n = r.varint()?;
+    if n == 0 {
+        return Err(DecodeError::Invalid);
+    }
+    if n > MAX_CHARGE_SPANS as u64 {
+        return Err(DecodeError::Bound(Bound::ChargeSpans));
+    }
+    let mut spans = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
+    for _ in 0..n {
+        let first = i64::try_from(r.varint()?).map_err(|_| DecodeError::Range)?;
+        let more = i64::try_from(r.varint()?).map_err(|_| DecodeError::Range)?;
+        first.checked_add(more).ok_or(DecodeError::Range)?;
+        spans.push(Span {
+            first,
+            count: (more as u64).saturating_add(1),
+        });
+    }
+    Ok(Record {
+        request,
+        score: score as i64,
+        spans,
+    })
+}
+
 pub(super) fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
@@ -309,6 +421,32 @@ mod golden {
         }
     }
 
+    /// Version 2: the same header and runs, then the charge records; a
+    /// log without charges is written as version 1.
+    #[test]
+    fn charges_encode_to_version_2() {
+        use super::super::CompactLog;
+        let mut log = CompactLog::new();
+        log.add_charge_units(b"ab", 1_000, 3).unwrap();
+        log.add_charge_units(b"c", 1_005, 1).unwrap();
+        log.add_charge_units(b"ab", 1_000, 1).unwrap();
+        // The runs in the canonical order: at 1000 the stray (member 5,
+        // scored before member 4) first, then the chain.
+        let bytes = vec![
+            2, 0, 3, 0xD0, 0x0F, // version 2, no expiry, 3 runs, first score 1000
+            0xC0, 0, 8, 0, // gap 0, member 5 (zigzag 4 after the expected 1), one
+            0xC0, 0, 9, 2, // gap 0, members 1..=3 (zigzag -5 after 6)
+            5, // gap 5, member 4 (the expected one)
+            2, // two records, by request id:
+            2, b'a', b'b', 0xE8, 0x07, 2, 1, 2, 5, 0, // "ab" at 1000: 1..=3, 5
+            1, b'c', 0xED, 0x07, 1, 4, 0, // "c" at 1005: 4
+        ];
+        assert_eq!(log.encode(), bytes);
+        let back = CompactLog::decode(&bytes).unwrap();
+        assert_eq!(back.charges(), log.charges());
+        assert_eq!(back, log);
+    }
+
     #[test]
     fn the_header_has_one_reader_and_one_writer() {
         let mut out = Vec::new();
@@ -319,10 +457,10 @@ mod golden {
         // A newer version is refused, whatever follows.
         assert_eq!(
             read_header(&mut Reader {
-                bytes: &[2, 0, 0],
+                bytes: &[3, 0, 0],
                 at: 0
             }),
-            Err(DecodeError::Version(2))
+            Err(DecodeError::Version(3))
         );
     }
 }

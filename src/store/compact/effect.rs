@@ -5,20 +5,31 @@
 //!
 //! ```text
 //! SLIDEWIN.APPLY key [LOG payload] [TRIM cutoff_ms] [REMOVE member]...
-//!                    [ADD score_ms first_member count]... [PXAT unix_ms]
+//!                    [CUT request-id units]...
+//!                    [ADD score_ms first_member count]...
+//!                    [CHARGE request-id score_ms first_member count]...
+//!                    [PXAT unix_ms]
 //! ```
 //!
 //! Applied in this order whatever the order of the arguments: LOG replaces
 //! the whole log by a decoded payload (the AOF rewrite's form); TRIM removes
-//! every entry scored at or below `cutoff_ms`; each REMOVE removes one member
-//! (SLIDEWIN.UNDO); each ADD adds `count` entries scored `score_ms` under
-//! the members `first_member .. first_member + count`; PXAT sets the key's
-//! expiry. Everything is checked before anything changes: a member to remove
-//! must be in the log after the trim, a member to add must not be, and a
-//! bad argument names itself.
+//! every entry scored at or below `cutoff_ms` (and the charges made with an
+//! ID scored there); each REMOVE removes one member (SLIDEWIN.UNDO; never a
+//! unit of a charge made with an ID); each CUT keeps the first `units` units
+//! of the charge under `request-id` and removes the rest (UNDO ... ID,
+//! SETTLE down; 0 removes the charge); each ADD adds `count` entries scored
+//! `score_ms` under the members `first_member .. first_member + count`; each
+//! CHARGE adds such entries as units of the charge under `request-id` (made
+//! when missing; an existing one's own score); PXAT sets the key's expiry.
+//! Everything is checked before anything changes: a member to remove must be
+//! in the log after the trim, a member to add must not be, and a bad
+//! argument names itself.
 
 use crate::args::{parse_i64, printable};
-use crate::store::compact::{Bound, CompactLog, Run, MAX_ENTRIES, MAX_RUNS, MAX_SCORE, MAX_STRAYS};
+use crate::store::compact::{
+    Bound, CompactLog, Run, MAX_CHARGES, MAX_ENTRIES, MAX_REQUEST_ID, MAX_RUNS, MAX_SCORE,
+    MAX_STRAYS,
+};
 
 /// A word of an effect: an option's name or an integer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +48,32 @@ pub struct Effect {
     pub trim: Option<i64>,
     pub remove: Vec<i64>,
     pub add: Vec<Run>,
+    /// The CUTs and CHARGEs, when there are any (boxed: the effect of a
+    /// call without an ID stays as small as it was).
+    pub ids: Option<Box<IdOps>>,
     pub expire_at: Option<i64>,
+}
+
+/// The words of an effect on charges made with an ID.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IdOps {
+    /// CUT request-id units.
+    pub cut: Vec<(Vec<u8>, u64)>,
+    /// CHARGE request-id score first count.
+    pub charge: Vec<(Vec<u8>, Run)>,
+}
+
+/// A request id argument (1 to [`MAX_REQUEST_ID`] bytes).
+fn request_id(what: &str, bytes: Option<&&[u8]>) -> Result<Vec<u8>, String> {
+    let Some(bytes) = bytes else {
+        return Err(format!("ERR {what} needs a request id"));
+    };
+    if bytes.is_empty() || bytes.len() > MAX_REQUEST_ID {
+        return Err(format!(
+            "ERR {what} request-id must be 1 to {MAX_REQUEST_ID} bytes"
+        ));
+    }
+    Ok(bytes.to_vec())
 }
 
 fn integer(what: &str, bytes: Option<&&[u8]>, min: i64) -> Result<i64, String> {
@@ -59,12 +95,28 @@ fn integer_in(what: &str, bytes: Option<&&[u8]>, min: i64, max: i64) -> Result<i
 }
 
 impl Effect {
+    /// The CUTs.
+    pub fn cuts(&self) -> &[(Vec<u8>, u64)] {
+        self.ids.as_ref().map_or(&[], |i| &i.cut)
+    }
+
+    /// The CHARGEs.
+    pub fn charges(&self) -> &[(Vec<u8>, Run)] {
+        self.ids.as_ref().map_or(&[], |i| &i.charge)
+    }
+
+    fn ids_mut(&mut self) -> &mut IdOps {
+        self.ids.get_or_insert_with(Default::default)
+    }
+
     /// Whether applying it would change nothing.
     pub fn is_empty(&self) -> bool {
         self.log.is_none()
             && self.trim.is_none()
             && self.remove.is_empty()
             && self.add.is_empty()
+            && self.cuts().is_empty()
+            && self.charges().is_empty()
             && self.expire_at.is_none()
     }
 
@@ -115,6 +167,39 @@ impl Effect {
                     });
                     4
                 }
+                b"CUT" => {
+                    let request = request_id("CUT", rest.first())?;
+                    let units = integer("CUT units", rest.get(1), 0)?;
+                    if e.ids_mut().cut.iter().any(|(r, _)| *r == request) {
+                        return Err(format!(
+                            "ERR CUT request-id '{}' given twice",
+                            printable(&request)
+                        ));
+                    }
+                    e.ids_mut().cut.push((request, units as u64));
+                    3
+                }
+                b"CHARGE" => {
+                    let request = request_id("CHARGE", rest.first())?;
+                    let score = integer_in("CHARGE score_ms", rest.get(1), 0, MAX_SCORE)?;
+                    let first = integer("CHARGE first_member", rest.get(2), 0)?;
+                    let count = integer("CHARGE count", rest.get(3), 1)?;
+                    if first.checked_add(count - 1).is_none() {
+                        return Err(format!(
+                            "ERR CHARGE count {count} from member {first} passes {}",
+                            i64::MAX
+                        ));
+                    }
+                    e.ids_mut().charge.push((
+                        request,
+                        Run {
+                            score,
+                            first,
+                            count: count as u64,
+                        },
+                    ));
+                    5
+                }
                 b"PXAT" => {
                     if e.expire_at.is_some() {
                         return Err("ERR option PXAT given more than once".into());
@@ -124,9 +209,9 @@ impl Effect {
                 }
                 _ => {
                     return Err(format!(
-                        "ERR unknown option '{}' (known: LOG, TRIM, REMOVE, ADD, PXAT)",
-                        printable(word)
-                    ))
+                    "ERR unknown option '{}' (known: LOG, TRIM, REMOVE, CUT, ADD, CHARGE, PXAT)",
+                    printable(word)
+                ))
                 }
             };
             at += used;
@@ -148,10 +233,62 @@ impl Effect {
             if !base.holds_above(id, cutoff) {
                 return Err(format!("ERR REMOVE member {id} is not in the log"));
             }
+            // Its score is above the cutoff: its charge survives the trim.
+            if base.charged(id) {
+                return Err(format!(
+                    "ERR REMOVE member {id} is a unit of a charge made with an ID (CUT removes it)"
+                ));
+            }
         }
-        // The ADD ranges, sorted: checked against each other (neighbours)
-        // and against the log (each chunk they meet decoded once).
-        let mut adding: Vec<(i64, i64)> = self.add.iter().map(|r| (r.first, r.last())).collect();
+        // The charges as the trim leaves them: CUT needs one, CHARGE keeps
+        // an existing one's score.
+        let alive = |request: &[u8]| base.charge_of(request).filter(|&(s, _)| s > cutoff);
+        let mut cutting = 0u64;
+        for (request, units) in self.cuts() {
+            let Some((_, held)) = alive(request) else {
+                return Err(format!(
+                    "ERR CUT request-id '{}' names no charge in the log",
+                    printable(request)
+                ));
+            };
+            if *units > held {
+                return Err(format!(
+                    "ERR CUT units must be an integer between 0 and {held}, got {units}"
+                ));
+            }
+            cutting = cutting.saturating_add(held - units);
+        }
+        for (request, run) in self.charges() {
+            let cut_whole = self
+                .cuts()
+                .iter()
+                .any(|(r, units)| r == request && *units == 0);
+            let score = self
+                .charges()
+                .iter()
+                .find(|(r, _)| r == request)
+                .map(|(_, first)| first.score);
+            match alive(request) {
+                Some((s, _)) if s != run.score && !cut_whole => {
+                    return Err(format!(
+                        "ERR CHARGE score_ms must be the charge's own score, {s}"
+                    ))
+                }
+                _ if score != Some(run.score) => {
+                    return Err("ERR CHARGE score_ms must be one score for one request-id".into())
+                }
+                _ => {}
+            }
+        }
+        // The ADD and CHARGE ranges, sorted: checked against each other
+        // (neighbours) and against the log (each chunk they meet decoded
+        // once).
+        let mut adding: Vec<(i64, i64)> = self
+            .add
+            .iter()
+            .chain(self.charges().iter().map(|(_, r)| r))
+            .map(|r| (r.first, r.last()))
+            .collect();
         adding.sort_unstable();
         if let Some(w) = adding.windows(2).find(|w| w[1].0 <= w[0].1) {
             return Err(format!(
@@ -167,8 +304,9 @@ impl Effect {
         // What the log holds after the trim and the removals, plus the adds.
         let mut total = base
             .entries_above(cutoff)
-            .saturating_sub(self.remove.len() as u64);
-        for run in &self.add {
+            .saturating_sub(self.remove.len() as u64)
+            .saturating_sub(cutting);
+        for run in self.add.iter().chain(self.charges().iter().map(|(_, r)| r)) {
             total = total.saturating_add(run.count);
         }
         if total > MAX_ENTRIES {
@@ -190,6 +328,7 @@ impl Effect {
                 trim: self.trim,
                 remove: self.remove.clone(),
                 add: self.add.clone(),
+                ids: self.ids.clone(),
                 expire_at: self.expire_at,
             }
             .apply_checked(&mut copy)
@@ -203,26 +342,57 @@ impl Effect {
     /// runs out of member order: removals only, each splitting a run at
     /// most, or adds each appended after the last (members above every
     /// other, scored at or after it).
+    /// A CUT alone is checked whole before it changes anything; CHARGEs
+    /// are appends too when each makes a new charge within the bound on
+    /// charges.
     fn within_bounds(&self, base: &CompactLog) -> bool {
+        if !self.cuts().is_empty() {
+            return self.cuts().len() == 1
+                && self.remove.is_empty()
+                && self.add.is_empty()
+                && self.charges().is_empty();
+        }
+        if !self.charges().is_empty() {
+            let mut requests: Vec<&[u8]> =
+                self.charges().iter().map(|(r, _)| r.as_slice()).collect();
+            requests.sort_unstable();
+            let distinct = requests.windows(2).all(|w| w[0] != w[1]);
+            let new = self
+                .charges()
+                .iter()
+                .all(|(r, _)| base.charge_of(r).is_none());
+            if !distinct
+                || !new
+                || base.charge_count().saturating_add(self.charges().len()) > MAX_CHARGES
+            {
+                return false;
+            }
+        }
         let (runs, strays) = base.shape();
         let removes = self.remove.len() as u64;
-        let adds = self.add.len() as u64;
+        let adds = (self.add.len() + self.charges().len()) as u64;
         if runs.saturating_add(removes).saturating_add(adds) > MAX_RUNS
             || strays.saturating_add(self.remove.len()) > MAX_STRAYS
         {
             return false;
         }
-        if self.add.is_empty() {
+        if self.add.is_empty() && self.charges().is_empty() {
             return true;
         }
         if !self.remove.is_empty() {
             return false;
         }
-        let Some((first, rest)) = self.add.split_first() else {
+        // In the order they are applied: the ADDs, then the CHARGEs.
+        let runs: Vec<&Run> = self
+            .add
+            .iter()
+            .chain(self.charges().iter().map(|(_, r)| r))
+            .collect();
+        let Some((first, rest)) = runs.split_first() else {
             return true;
         };
         base.appends(first)
-            && rest.iter().zip(&self.add).all(|(next, prev)| {
+            && rest.iter().zip(&runs).all(|(next, prev)| {
                 (prev.score, prev.first) < (next.score, next.first) && prev.last() < next.first
             })
     }
@@ -241,8 +411,14 @@ impl Effect {
         for &id in &self.remove {
             log.remove(id)?;
         }
+        for (request, units) in self.cuts() {
+            log.cut_charge(request, *units)?;
+        }
         for &run in &self.add {
             log.add_run(run)?;
+        }
+        for (request, run) in self.charges() {
+            log.add_charge(request, *run)?;
         }
         if let Some(at) = self.expire_at {
             log.set_expiry(at);
@@ -254,8 +430,9 @@ impl Effect {
     /// into `out`; `None` when they do not fit (or the effect carries a
     /// LOG payload, which is bytes). What the store propagates without
     /// formatting strings.
+    /// (A CUT or a CHARGE carries a request id, bytes too.)
     pub fn words<const N: usize>(&self, out: &mut [Token; N]) -> Option<usize> {
-        if self.log.is_some() {
+        if self.log.is_some() || !self.cuts().is_empty() || !self.charges().is_empty() {
             return None;
         }
         let mut n = 0usize;
@@ -288,30 +465,76 @@ impl Effect {
     /// The arguments after the key, as `SLIDEWIN.APPLY` takes them.
     pub fn to_args(&self) -> Vec<Vec<u8>> {
         let mut out: Vec<Vec<u8>> = Vec::new();
-        let mut push = |word: &str, values: &[i64]| {
-            out.push(word.as_bytes().to_vec());
-            for v in values {
-                out.push(v.to_string().into_bytes());
-            }
-        };
         if let Some(c) = self.trim {
-            push("TRIM", &[c]);
+            out.push(b"TRIM".to_vec());
+            out.push(c.to_string().into_bytes());
         }
         for &id in &self.remove {
-            push("REMOVE", &[id]);
+            out.push(b"REMOVE".to_vec());
+            out.push(id.to_string().into_bytes());
+        }
+        for (request, units) in self.cuts() {
+            out.push(b"CUT".to_vec());
+            out.push(request.clone());
+            out.push(units.to_string().into_bytes());
         }
         for r in &self.add {
             let count = i64::try_from(r.count).unwrap_or(i64::MAX);
-            push("ADD", &[r.score, r.first, count]);
+            out.push(b"ADD".to_vec());
+            for v in [r.score, r.first, count] {
+                out.push(v.to_string().into_bytes());
+            }
+        }
+        for (request, r) in self.charges() {
+            let count = i64::try_from(r.count).unwrap_or(i64::MAX);
+            out.push(b"CHARGE".to_vec());
+            out.push(request.clone());
+            for v in [r.score, r.first, count] {
+                out.push(v.to_string().into_bytes());
+            }
         }
         if let Some(at) = self.expire_at {
-            push("PXAT", &[at]);
+            out.push(b"PXAT".to_vec());
+            out.push(at.to_string().into_bytes());
         }
         if let Some(l) = &self.log {
             out.push(b"LOG".to_vec());
             out.push(l.encode());
         }
         out
+    }
+
+    /// Records that `count` units were added to the charge under `request`
+    /// at `score` from `first` on (joining the previous CHARGE of the same
+    /// request when it continues it).
+    pub fn record_charge(&mut self, request: &[u8], score: i64, first: i64, count: u64) {
+        if let Some((r, prev)) = self.ids_mut().charge.last_mut() {
+            if r.as_slice() == request
+                && prev.score == score
+                && prev.last().checked_add(1) == Some(first)
+            {
+                prev.count = prev.count.saturating_add(count);
+                return;
+            }
+        }
+        self.ids_mut().charge.push((
+            request.to_vec(),
+            Run {
+                score,
+                first,
+                count,
+            },
+        ));
+    }
+
+    /// Records that the charge under `request` was cut to `units` (a later
+    /// cut of the same request replaces it).
+    pub fn record_cut(&mut self, request: &[u8], units: u64) {
+        let cut = &mut self.ids_mut().cut;
+        match cut.iter_mut().find(|(r, _)| r.as_slice() == request) {
+            Some((_, u)) => *u = units,
+            None => cut.push((request.to_vec(), units)),
+        }
     }
 
     /// Records that `count` entries were added at `score` from `first` on
@@ -416,12 +639,12 @@ mod tests {
             ),
             (&["LOG"], "ERR LOG needs a payload"),
             (
-                &["LOG", "\u{2}"],
-                "ERR LOG payload is not a compact log: unknown encoding version 2",
+                &["LOG", "\u{3}"],
+                "ERR LOG payload is not a compact log: unknown encoding version 3",
             ),
             (
                 &["ZADD", "1"],
-                "ERR unknown option 'ZADD' (known: LOG, TRIM, REMOVE, ADD, PXAT)",
+                "ERR unknown option 'ZADD' (known: LOG, TRIM, REMOVE, CUT, ADD, CHARGE, PXAT)",
             ),
         ];
         for (args, expected) in cases {

@@ -242,6 +242,74 @@ impl CompactLog {
         self.unheld(|h| h.edit(|c| c.add_run(run)))
     }
 
+    /// The charge under `request` (see `charge.rs`): its score and units.
+    pub fn charge_of(&self, request: &[u8]) -> Option<(i64, u64)> {
+        match &self.repr {
+            Repr::Large(c) => c.charge(request),
+            // A small log holds no charge (see `small_form`).
+            Repr::Small(_) => None,
+        }
+    }
+
+    /// Whether member `id` is a unit of a charge made with an ID.
+    pub fn charged(&self, id: i64) -> bool {
+        match &self.repr {
+            Repr::Large(c) => c.charged(id),
+            Repr::Small(_) => false,
+        }
+    }
+
+    /// Whether a unit of a charge lies in `first ..= last`.
+    pub fn charged_in(&self, first: i64, last: i64) -> bool {
+        match &self.repr {
+            Repr::Large(c) => c.charged_in(first, last),
+            Repr::Small(_) => false,
+        }
+    }
+
+    /// The charges made with an ID, by request id: (request, score, units,
+    /// spans), for tests and the effect's checks.
+    pub fn charges(&self) -> Vec<super::charge::Record> {
+        match &self.repr {
+            Repr::Large(c) => c
+                .records
+                .as_ref()
+                .map(|r| r.iter().cloned().collect())
+                .unwrap_or_default(),
+            Repr::Small(_) => Vec::new(),
+        }
+    }
+
+    /// The number of charges, and whether one more could be made under
+    /// new request ids (see `effect.rs`'s fast path).
+    pub fn charge_count(&self) -> usize {
+        match &self.repr {
+            Repr::Large(c) => c.records.as_ref().map_or(0, |r| r.len()),
+            Repr::Small(_) => 0,
+        }
+    }
+
+    /// Adds `run` (members the caller checked are free) as units of the
+    /// charge under `request` (SLIDEWIN.APPLY ... CHARGE).
+    pub fn add_charge(&mut self, request: &[u8], run: Run) -> Result<(), Bound> {
+        self.unheld(|h| h.edit(|c| c.add_charge(request, run)))
+    }
+
+    /// See [`Held::cut_charge`].
+    pub fn cut_charge(&mut self, request: &[u8], keep: u64) -> Result<u64, Bound> {
+        self.unheld(|h| h.cut_charge(request, keep))
+    }
+
+    /// See [`Held::add_charge_units`].
+    pub fn add_charge_units(
+        &mut self,
+        request: &[u8],
+        score_ms: i64,
+        n: u64,
+    ) -> Result<Option<(i64, i64)>, Bound> {
+        self.unheld(|h| h.add_charge_units(request, score_ms, n))
+    }
+
     /// The runs, and the runs out of member order (see `chunked.rs`).
     pub fn shape(&self) -> (u64, usize) {
         let v = self.view();
@@ -291,6 +359,11 @@ impl CompactLog {
                 c.chunks = chunks;
                 c.stash = to.vec(std::mem::take(&mut c.stash));
                 c.strays = to.vec(std::mem::take(&mut c.strays));
+                if let Some(records) = c.records.take() {
+                    let mut records = to.boxed(records);
+                    records.relocate(to);
+                    c.records = Some(records);
+                }
                 Repr::Large(c)
             }
         };
@@ -481,6 +554,46 @@ impl Held<'_> {
     }
 }
 
+/// The charges made with an ID (see `charge.rs`): a small log holds none,
+/// so the first one promotes it to chunks, where it stays while it holds
+/// one.
+impl Held<'_> {
+    /// The charge under `request`: its score and units.
+    pub fn charge_of(&self, request: &[u8]) -> Option<(i64, u64)> {
+        self.log.charge_of(request)
+    }
+
+    /// Adds `n` units to the charge under `request` (made when missing,
+    /// scored `score_ms`; an existing one's at its own score) under fresh
+    /// member ids: the score and first member given, `None` when `n` is 0
+    /// or no id is free, or the bound it would pass (nothing changed).
+    pub fn add_charge_units(
+        &mut self,
+        request: &[u8],
+        score_ms: i64,
+        n: u64,
+    ) -> Result<Option<(i64, i64)>, Bound> {
+        if n == 0 {
+            return Ok(None);
+        }
+        self.edit(|c| c.add_units(request, score_ms, n))
+    }
+
+    /// Keeps the first `keep` units of the charge under `request`, the
+    /// rest removed (none: the charge goes); how many entries it removed,
+    /// or the bound it would pass (nothing changed).
+    pub fn cut_charge(&mut self, request: &[u8], keep: u64) -> Result<u64, Bound> {
+        if self
+            .log
+            .charge_of(request)
+            .is_none_or(|(_, units)| units <= keep)
+        {
+            return Ok(0);
+        }
+        self.edit(|c| c.remove_units(request, keep))
+    }
+}
+
 impl WindowLog for Held<'_> {
     type Error = NoFreeMember;
 
@@ -542,29 +655,32 @@ impl WindowLog for Held<'_> {
         self.set_expiry(at_ms);
         Ok(())
     }
-    // Request ids on compact logs: not yet (the commands refuse ID and
-    // SETTLE on a compact log before any of these is reached).
-    fn charge(&mut self, _request: &[u8]) -> Result<Option<Charge>, Self::Error> {
-        Ok(None)
+
+    fn charge(&mut self, request: &[u8]) -> Result<Option<Charge>, Self::Error> {
+        Ok(self.charge_of(request).map(|(score, units)| Charge {
+            score_ms: score as f64,
+            units,
+        }))
     }
 
+    // A bound the change would pass is a refusal here (the store names it).
     fn add_units(
         &mut self,
-        _request: &[u8],
-        _score_ms: f64,
-        _held: u64,
-        _to: u64,
+        request: &[u8],
+        score_ms: f64,
+        held: u64,
+        to: u64,
     ) -> Result<(), Self::Error> {
-        Err(NoFreeMember)
+        let n = to.saturating_sub(held);
+        match self.add_charge_units(request, score_ms as i64, n) {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) if n == 0 => Ok(()),
+            _ => Err(NoFreeMember),
+        }
     }
 
-    fn remove_units(
-        &mut self,
-        _request: &[u8],
-        _keep: u64,
-        _held: u64,
-    ) -> Result<u64, Self::Error> {
-        Ok(0)
+    fn remove_units(&mut self, request: &[u8], keep: u64, _held: u64) -> Result<u64, Self::Error> {
+        self.cut_charge(request, keep).map_err(|_| NoFreeMember)
     }
 }
 
@@ -608,28 +724,22 @@ impl WindowLog for CompactLog {
         self.set_expiry(at_ms);
         Ok(())
     }
-    // Request ids on compact logs: not yet (the commands refuse ID and
-    // SETTLE on a compact log before any of these is reached).
-    fn charge(&mut self, _request: &[u8]) -> Result<Option<Charge>, Self::Error> {
-        Ok(None)
+
+    fn charge(&mut self, request: &[u8]) -> Result<Option<Charge>, Self::Error> {
+        self.unheld(|h| h.charge(request))
     }
 
     fn add_units(
         &mut self,
-        _request: &[u8],
-        _score_ms: f64,
-        _held: u64,
-        _to: u64,
+        request: &[u8],
+        score_ms: f64,
+        held: u64,
+        to: u64,
     ) -> Result<(), Self::Error> {
-        Err(NoFreeMember)
+        self.unheld(|h| h.add_units(request, score_ms, held, to))
     }
 
-    fn remove_units(
-        &mut self,
-        _request: &[u8],
-        _keep: u64,
-        _held: u64,
-    ) -> Result<u64, Self::Error> {
-        Ok(0)
+    fn remove_units(&mut self, request: &[u8], keep: u64, held: u64) -> Result<u64, Self::Error> {
+        self.unheld(|h| h.remove_units(request, keep, held))
     }
 }

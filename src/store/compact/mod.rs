@@ -5,8 +5,11 @@
 //!
 //! One file a layer, each importing only the ones above it:
 //! - `run.rs`: a run and the bounds every log holds;
-//! - `codec.rs`: the persisted encoding (version 1): the header, the byte
-//!   records, the readers for untrusted bytes; golden-bytes tests;
+//! - `charge.rs`: the charge records (request id -> score and member ids of
+//!   a charge made with an ID) and their bounds;
+//! - `codec.rs`: the persisted encoding (version 1, and 2 with charge
+//!   records): the header, the byte records, the readers for untrusted
+//!   bytes; golden-bytes tests;
 //! - `rice.rs`: the Rice code a sealed chunk may use in memory;
 //! - `chunk.rs`: a chunk of up to [`CHUNK_RUNS`](chunk::CHUNK_RUNS) runs and its summaries;
 //! - `chunked.rs`: a log as a list of chunks, the decision's queries on it;
@@ -36,6 +39,7 @@
 //! the bytes as hostile: every length, sum and order is checked, and a log
 //! it returns satisfies every invariant the queries rely on.
 
+mod charge;
 mod chunk;
 mod chunked;
 mod codec;
@@ -48,7 +52,8 @@ mod spare;
 pub mod effect;
 pub mod store;
 
-pub use codec::{DecodeError, VERSION};
+pub use charge::{Record, Span, MAX_CHARGES, MAX_CHARGE_SPANS, MAX_REQUEST_ID};
+pub use codec::{DecodeError, VERSION, VERSION_CHARGES};
 pub use log::{CompactLog, Held, Hold};
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]

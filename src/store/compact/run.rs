@@ -94,23 +94,41 @@ pub enum Bound {
     Strays,
     /// More than [`MAX_ENTRIES`] entries.
     Entries,
+    /// More than [`MAX_CHARGES`](super::charge::MAX_CHARGES) charges made
+    /// with an ID.
+    Charges,
+    /// A charge in more than
+    /// [`MAX_CHARGE_SPANS`](super::charge::MAX_CHARGE_SPANS) spans of ids.
+    ChargeSpans,
+    /// A request id empty or longer than
+    /// [`MAX_REQUEST_ID`](super::charge::MAX_REQUEST_ID) bytes.
+    RequestId,
 }
 
 impl Bound {
     /// What the refusal says (after `ERR `).
     pub fn message(&self) -> &'static str {
-        static TEXTS: std::sync::OnceLock<[String; 3]> = std::sync::OnceLock::new();
-        let [runs, strays, entries] = TEXTS.get_or_init(|| {
+        use super::charge::{MAX_CHARGES, MAX_CHARGE_SPANS, MAX_REQUEST_ID};
+        static TEXTS: std::sync::OnceLock<[String; 6]> = std::sync::OnceLock::new();
+        let [runs, strays, entries, charges, spans, request] = TEXTS.get_or_init(|| {
             [
                 format!("the log would hold more than {MAX_RUNS} runs"),
                 format!("the log would hold more than {MAX_STRAYS} runs out of member order"),
                 format!("the log would hold more than {MAX_ENTRIES} entries"),
+                format!("the log would hold more than {MAX_CHARGES} charges made with an ID"),
+                format!(
+                    "a charge made with an ID would hold more than {MAX_CHARGE_SPANS} runs of members (SETTLE raised it too often)"
+                ),
+                format!("ID must be 1 to {MAX_REQUEST_ID} bytes"),
             ]
         });
         match self {
             Bound::Runs => runs,
             Bound::Strays => strays,
             Bound::Entries => entries,
+            Bound::Charges => charges,
+            Bound::ChargeSpans => spans,
+            Bound::RequestId => request,
         }
     }
 }

@@ -49,6 +49,7 @@ pub(super) fn keep_spare(mut c: Box<Chunked>) {
         return;
     }
     c.stash = Vec::new();
+    c.records = None;
     let _ = SPARE.try_with(|s| {
         if let Ok(mut s) = s.try_borrow_mut() {
             s.chunked = Some(c);
@@ -90,6 +91,10 @@ fn with_encoding<R>(c: &Chunked, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
 /// through the spare encoding buffer, so that nothing else is allocated.
 /// `None` only for a length no small form reaches.
 pub(super) fn small_form_into(c: &Chunked, block: Vec<u8>) -> Option<SmallForm> {
+    // A log with charge records stays chunks (the small form is version 1).
+    if c.records.is_some() {
+        return None;
+    }
     if c.entries == 0 && c.expire_at_ms.is_none() {
         return Some(SmallForm::EMPTY);
     }
@@ -116,6 +121,9 @@ pub(super) fn small_form_into(c: &Chunked, block: Vec<u8>) -> Option<SmallForm> 
 
 /// The small form of a log, in place or in a block of its length.
 pub(super) fn small_form(c: &Chunked) -> Option<SmallForm> {
+    if c.records.is_some() {
+        return None;
+    }
     if c.entries == 0 && c.expire_at_ms.is_none() {
         return Some(SmallForm::EMPTY);
     }

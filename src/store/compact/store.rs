@@ -56,6 +56,25 @@ impl TypeValue for CompactLog {
             let count = i64::try_from(r.count).unwrap_or(i64::MAX);
             group(&[r.score, r.first, count]);
         });
+        // Then each charge made with an ID, by request id: -1 (no score
+        // is negative), the id's length and bytes (eight to an integer),
+        // the score, and each span's first member and count.
+        for r in self.charges() {
+            let mut words: Vec<i64> = vec![-1, r.request.len() as i64];
+            for piece in r.request.chunks(8) {
+                let mut b = [0u8; 8];
+                for (d, s) in b.iter_mut().zip(piece) {
+                    *d = *s;
+                }
+                words.push(i64::from_le_bytes(b));
+            }
+            words.push(r.score);
+            for s in &r.spans {
+                words.push(s.first);
+                words.push(i64::try_from(s.count).unwrap_or(i64::MAX));
+            }
+            group(&words);
+        }
     }
 
     fn heap_blocks(&self) -> Vec<*const u8> {
@@ -177,7 +196,10 @@ impl<'c> CompactStore<'c> {
     }
 
     /// Removes the given members (SLIDEWIN.UNDO); returns how many were
-    /// there. Members that are not member ids cannot be in a compact log.
+    /// there. A token `<id>@<ms>` (what WITHMEMBERS hands out) removes
+    /// member `id` only while it is scored `ms`; anything else is a plain
+    /// member, and members that are not member ids cannot be in a compact
+    /// log. The units of a charge made with an ID are never removed so.
     pub fn remove_members(&mut self, members: &[Arg], now_ms: i64) -> Result<u64, StoreError> {
         let Some(log) = self.log()? else {
             return Ok(0);
@@ -198,6 +220,10 @@ impl<'c> CompactStore<'c> {
                     None => continue,
                 },
             };
+            // A unit of a charge made with an ID: only UNDO ... ID removes it.
+            if log.charged(id) {
+                continue;
+            }
             if scored(log, id, now_ms) {
                 crate::member::fence(now_ms, id);
             }
@@ -213,6 +239,56 @@ impl<'c> CompactStore<'c> {
                 self.effect.remove.push(id);
                 removed += 1;
             }
+        }
+        Ok(removed)
+    }
+
+    /// The charge made under `request`: its score and units.
+    pub fn charge_of(&mut self, request: &[u8]) -> Result<Option<(f64, u64)>, StoreError> {
+        Ok(self
+            .log()?
+            .and_then(|l| l.charge_of(request))
+            .map(|(score, units)| (score as f64, units)))
+    }
+
+    /// Adds units `held + 1 ..= to` to the charge under `request`, scored
+    /// `score_ms` (a new charge: `held` 0; an existing one keeps its own
+    /// score), under fresh member ids; the score given.
+    pub fn add_charge_units(
+        &mut self,
+        request: &[u8],
+        score_ms: f64,
+        held: u64,
+        to: u64,
+    ) -> Result<Option<f64>, StoreError> {
+        let n = to.saturating_sub(held);
+        if n == 0 {
+            return Ok(None);
+        }
+        // Scores are server times in ms, integers (see `run.rs`).
+        let score = score_ms as i64;
+        let added = self
+            .log_mut()?
+            .add_charge_units(request, score, n)
+            .map_err(|b| StoreError::Refused(b.message()))?;
+        let Some((score, first)) = added else {
+            return Err(NoFreeMember.into());
+        };
+        self.effect.record_charge(request, score, first, n);
+        Ok(Some(score as f64))
+    }
+
+    /// Removes units `keep + 1 ..= held` of the charge under `request` (the
+    /// highest first; all: the charge goes); how many it removed.
+    pub fn remove_charge_units(&mut self, request: &[u8], keep: u64) -> Result<u64, StoreError> {
+        let Some(mut log) = self.held()? else {
+            return Ok(0);
+        };
+        let removed = log
+            .cut_charge(request, keep)
+            .map_err(|b| StoreError::Refused(b.message()))?;
+        if removed > 0 {
+            self.effect.record_cut(request, keep);
         }
         Ok(removed)
     }
@@ -235,10 +311,10 @@ impl<'c> CompactStore<'c> {
         if self.trimmed {
             self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore");
         }
-        if !effect.remove.is_empty() {
+        if !effect.remove.is_empty() || !effect.cuts().is_empty() {
             self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zrem");
         }
-        if !effect.add.is_empty() {
+        if !effect.add.is_empty() || !effect.charges().is_empty() {
             self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zadd");
         }
         if emptied {
@@ -369,31 +445,26 @@ impl WindowLog for CompactStore<'_> {
         self.effect.expire_at = Some(at_ms);
         Ok(())
     }
-    // Request ids on compact logs: not yet (the commands refuse ID and
-    // SETTLE on a compact log before any of these is reached).
-    fn charge(&mut self, _request: &[u8]) -> Result<Option<Charge>, Self::Error> {
-        Ok(None)
+
+    fn charge(&mut self, request: &[u8]) -> Result<Option<Charge>, Self::Error> {
+        Ok(self
+            .charge_of(request)?
+            .map(|(score_ms, units)| Charge { score_ms, units }))
     }
 
     fn add_units(
         &mut self,
-        _request: &[u8],
-        _score_ms: f64,
-        _held: u64,
-        _to: u64,
+        request: &[u8],
+        score_ms: f64,
+        held: u64,
+        to: u64,
     ) -> Result<(), Self::Error> {
-        Err(StoreError::Refused(
-            "request ids are not kept in compact logs yet",
-        ))
+        self.add_charge_units(request, score_ms, held, to)
+            .map(|_| ())
     }
 
-    fn remove_units(
-        &mut self,
-        _request: &[u8],
-        _keep: u64,
-        _held: u64,
-    ) -> Result<u64, Self::Error> {
-        Ok(0)
+    fn remove_units(&mut self, request: &[u8], keep: u64, _held: u64) -> Result<u64, Self::Error> {
+        self.remove_charge_units(request, keep)
     }
 }
 
