@@ -38,7 +38,7 @@ export VENV PYTHON
 # The classic builder: this project's machines have no buildx.
 DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
-.PHONY: help deps deps-build build dist test-deb test-fresh fault-module python-client test test-python test-limits fuzz fuzz-cov fuzz-smoke unit lint fmt run bench bench-eviction bench-small-keys bench-smoke cluster cluster-stop docker docker-run test-docker clean
+.PHONY: help deps deps-build build dist test-deb test-fresh fault-module python-client test test-python test-limits fuzz fuzz-cov fuzz-smoke unit itest quick lint fmt run bench bench-eviction bench-small-keys bench-smoke cluster cluster-stop docker docker-run test-docker clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -85,6 +85,25 @@ fuzz-smoke: ## The fuzz targets of make fuzz-cov for 25 s each (CI runs it; abou
 
 unit: ## Unit and property tests only (no server needed)
 	cargo test --release --lib
+
+# make itest T=<suite>[::<server>[::<test>]]: one test file of tests/ (the
+# suite), and of it the tests whose name holds the rest (cargo's filter).
+T ?=
+# More of cargo test's harness options, after the filter (--exact, --nocapture).
+TEST_ARGS ?=
+itest: build ## One integration test by name: T=check::redis_7_0::window_slides (T=check::redis_7_0:: one server's tests of a suite, T=check the suite; TEST_ARGS=--exact ...)
+	@[ -n "$(T)" ] || { echo "usage: make itest T=<suite>[::<server>[::<test>]] (suite: a file of tests/, e.g. T=check::redis_7_0::window_slides)" >&2; exit 2; }
+	@t='$(T)'; suite=$${t%%::*}; filter=$${t#"$$suite"}; filter=$${filter#::}; \
+	[ -f "tests/$$suite.rs" ] || { echo "itest: no suite tests/$$suite.rs" >&2; exit 2; }; \
+	case $$suite in panics) $(MAKE) --no-print-directory fault-module ;; cluster | examples) $(MAKE) --no-print-directory python-client ;; esac || exit 1; \
+	echo "cargo test --release --test $$suite -- $$filter $(TEST_ARGS)"; \
+	cargo test --release --test "$$suite" -- $$filter $(TEST_ARGS)
+
+# The server make quick runs the integration suites on.
+QUICK_SERVER ?= redis-7.0
+quick: build fault-module python-client ## Unit tests, then every integration suite on one server (QUICK_SERVER=redis-7.0; redis-8.2, valkey-8.1, valkey-9.1)
+	cargo test --release --lib
+	cargo test --release --test '*' -- $$(echo $(QUICK_SERVER) | tr '.-' '__')::
 
 lint: ## cargo fmt --check and clippy with warnings as errors (the fuzz targets too)
 	cargo fmt --check

@@ -89,6 +89,29 @@ command -v cargo >/dev/null 2>&1 || {
   echo "deps: cargo not found: install a Rust toolchain (https://rustup.rs), then re-run" >&2
   exit 1
 }
+# rust-toolchain.toml pins the Rust release that builds and lints slidewin,
+# and rustup's cargo runs that one. A rustup without it: when its stable
+# toolchain is that very release, it is linked under the pinned name (no
+# download; rustup's own `toolchain link` refuses a release's name), else
+# rustup installs it (a download). Without rustup (a cargo of its own on
+# PATH) nothing is checked: that cargo builds.
+pinned=$(sed -n 's/^channel = "\(.*\)"$/\1/p' rust-toolchain.toml)
+if [ -n "$pinned" ] && command -v rustup >/dev/null 2>&1 &&
+  ! rustup toolchain list | grep -q "^$pinned-"; then
+  stable_rustc=$(RUSTUP_TOOLCHAIN=stable rustup which rustc 2>/dev/null || true)
+  if [ -n "$stable_rustc" ] && "$stable_rustc" --version | grep -q "^rustc $pinned "; then
+    stable_dir=$(dirname "$(dirname "$stable_rustc")")
+    host=$("$stable_rustc" -vV | sed -n 's/^host: //p')
+    echo "deps: the stable toolchain is Rust $pinned (rust-toolchain.toml): linked as $pinned-$host"
+    ln -s "$stable_dir" "$(dirname "$stable_dir")/$pinned-$host"
+  else
+    echo "deps: installing Rust $pinned (rust-toolchain.toml; rustup)"
+    rustup toolchain install "$pinned" --profile minimal -c rustfmt -c clippy || {
+      echo "deps: run: rustup toolchain install $pinned -c rustfmt -c clippy" >&2
+      exit 1
+    }
+  fi
+fi
 # libclang-dev brings libclang itself and the clang builtin headers bindgen
 # needs to parse redismodule.h.
 scripts/find-libclang.sh >/dev/null || need_apt+=(libclang-dev)

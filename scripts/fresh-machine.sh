@@ -22,7 +22,7 @@ checker=${1:-}
 IMAGE=${FRESH_IMAGE:-slidewin-fresh:bookworm}
 MIRROR=${FRESH_MIRROR:-http://deb.debian.org/debian}
 
-toolchain=$(dirname "$(dirname "$(rustup which cargo 2>/dev/null || readlink -f "$(command -v cargo)")")")
+toolchain=$(readlink -f "$(dirname "$(dirname "$(rustup which cargo 2>/dev/null || readlink -f "$(command -v cargo)")")")")
 [ -x "$toolchain/bin/cargo" ] && [ -x "$toolchain/bin/rustc" ] || {
   echo "fresh-machine: no Rust toolchain found (rustup which cargo)" >&2; exit 1; }
 

@@ -6,14 +6,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
 use crate::args::{self, ArgError, Command, Reply, UndoRequest};
+use crate::ffi::key::{Key, KeyKind};
 use crate::ffi::{Arg, StoreError};
 use crate::store::compact::effect::Effect;
 use crate::store::compact::store::{self as compact_store, LOG_TYPE};
 use crate::store::key_log::KeyLog;
-use crate::store::zset::{Key, KeyKind};
 use crate::top::Outcome;
 use crate::window::{self, Detail, KeyedRule, Verdict, WindowLog};
-use crate::{clock, config, counters, hitters, member};
+use crate::{clock, config, counters, member, top::hitters};
 
 impl From<ArgError> for RedisError {
     fn from(e: ArgError) -> Self {

@@ -1,27 +1,10 @@
 //! slidewin: exact sliding-window rate limiting as a native Redis/Valkey
 //! module. See docs/reference.md for the command reference.
 //!
-//! Layout:
-//! - `args`: argument parsing (pure);
-//! - `window`: the window decision over an abstract log (pure);
-//! - `store::compact`: the compact log, a second store (a folder: the pure
-//!   log and its encoding, `effect` the effect command's changes, `store`
-//!   the data type and store);
-//! - `key_log`: the log in a key, whichever store holds it;
-//! - `member`: member ids for log entries (pure);
-//! - `ffi`: the raw server calls: API lookup, status checks, errors, the
-//!   clock, notifications, key positions, INFO, and the replication builder;
-//! - `clock`: the server clock;
-//! - `zset`: the safe wrapper over the low-level sorted-set key API;
-//! - `zset_log`: the sorted-set log and the replication of its effects;
-//! - `commands`: thin command wrappers;
-//! - `command_info`: COMMAND INFO / DOCS metadata;
-//! - `command_table`: the one table of commands (registration, flags, ACL
-//!   categories, docs);
-//! - `config`: the `slidewin.*` configuration;
-//! - `counters`: the INFO counters the commands move;
-//! - `stats`: the INFO sections;
-//! - this file: module load (arguments, configuration, INFO, commands).
+//! The layout, file by file (what each owns, how many `unsafe` blocks),
+//! is the table in docs/testing.md, "Source layout": the one list, kept
+//! with the tree. This file: module load (arguments, configuration, INFO,
+//! commands).
 
 pub mod args;
 pub mod clock;
@@ -31,7 +14,6 @@ pub mod commands;
 pub mod config;
 pub mod counters;
 pub mod ffi;
-pub mod hitters;
 pub mod member;
 pub mod relocate;
 pub mod stats;

@@ -121,7 +121,7 @@ fn write_info(info: &mut InfoWriter) {
             crate::ffi::module_type::defrag_moved(),
         );
     }
-    let (capacity, period_ms, keys, bytes) = crate::hitters::info();
+    let (capacity, period_ms, keys, bytes) = crate::top::hitters::info();
     info.section(c"top");
     info.field(c"top_capacity", capacity);
     info.field(c"top_period_ms", period_ms);

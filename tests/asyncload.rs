@@ -7,6 +7,7 @@
 //! them exactly as they were, and a completed one leaves the replica with
 //! the master's logs (same digests), its INFO counters and its TOP
 //! summary moved only by the calls made on it.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

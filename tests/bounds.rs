@@ -5,6 +5,7 @@
 //! restores and reaches a replica; payloads whose members interleave (the
 //! layout that made member lookups decode every chunk) are refused at the
 //! door with the bound they pass.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

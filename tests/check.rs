@@ -1,4 +1,5 @@
 //! SLIDEWIN.CHECK against real servers: every server of the suite.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -12,101 +13,65 @@ use support::*;
 
 on_every_server! {
     sms_example => sms_example;
-    window_slides => window_slides;
-    witholdest_replies_the_oldest_entrys_age => oldest_age;
+    window_slides => window_slides(Zset);
+    witholdest_replies_the_oldest_entrys_age => oldest_age(Zset);
     boundary_entry_exactly_window_old_is_gone => boundary;
-    denied_calls_add_nothing_and_keep_the_ttl => denied_keeps_ttl;
-    expiry_is_newest_score_plus_window => expiry_follows_newest;
+    denied_calls_add_nothing_and_keep_the_ttl => denied_keeps_ttl(Zset);
+    expiry_is_newest_score_plus_window => expiry_follows_newest(Zset);
     entries_from_the_future_keep_the_key_alive => future_entries;
     any_sorted_set_named_is_taken_as_a_log => foreign_sorted_set;
-    bad_arguments_are_refused_and_change_nothing => bad_arguments;
-    wrong_arity_is_worded_by_the_server => wrong_arity;
-    wrongtype_on_other_types => wrongtype;
-    binary_keys => binary_keys;
+    bad_arguments_are_refused_and_change_nothing => bad_arguments(Zset);
+    wrong_arity_is_worded_by_the_server => wrong_arity(Zset);
+    wrongtype_on_other_types => wrongtype(Zset);
+    binary_keys => binary_keys(Zset);
     continues_keys_written_by_the_seed_lua_script => seed_script_keys;
-    multi_exec_admits_exactly_the_limit => multi_exec;
-    callable_from_lua => from_lua;
+    multi_exec_admits_exactly_the_limit => multi_exec(Zset);
+    callable_from_lua => from_lua(Zset);
     command_getkeys_and_info => command_metadata;
     replica_without_module_matches => replica_matches;
     aof_reload_and_restart_without_module => aof_and_restart;
     rdb_restart_without_module => rdb_restart;
 }
 
-thread_local! {
-    /// Set by the `on_compact_logs` tests: their servers make compact logs.
-    static COMPACT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// A server for a test that runs on both stores: sorted sets, or compact
-/// logs (`log-type compact`) when called from `on_compact_logs`.
-fn start(flavor: Flavor) -> Server {
-    let opts = Options::new(flavor);
-    if COMPACT.with(|c| c.get()) {
-        opts.module_args(&["log-type", "compact"]).start()
-    } else {
-        opts.start()
-    }
+/// A server for a test that runs on both log types, which it says it makes
+/// (`slidewin.log-type`).
+fn start(flavor: Flavor, log: LogType) -> Server {
+    let server = Options::new(flavor).log_type(log).start();
+    let reported: Vec<String> = redis::cmd("CONFIG")
+        .arg(&["GET", "slidewin.log-type"])
+        .query(&mut server.conn())
+        .expect("CONFIG GET slidewin.log-type");
+    let want = match log {
+        LogType::Zset => "zset",
+        LogType::Compact => "compact",
+    };
+    assert_eq!(reported, ["slidewin.log-type", want], "{log:?}");
+    server
 }
 
 /// The semantic tests that read only replies, entries, expiries and
 /// digests, again on compact logs (support's `entries` and `zcard` read
-/// those from their DUMP payloads).
+/// those from their DUMP payloads), and two that place entries with
+/// `SLIDEWIN.APPLY`, which only a compact log takes.
 mod on_compact_logs {
     use super::support;
-    use super::Flavor;
-
-    fn compact(body: fn(Flavor), flavor: Flavor) {
-        super::COMPACT.with(|c| c.set(true));
-        body(flavor);
-    }
-    fn window_slides(f: Flavor) {
-        compact(super::window_slides, f)
-    }
-    fn denied_keeps_ttl(f: Flavor) {
-        compact(super::denied_keeps_ttl, f)
-    }
-    fn oldest_age(f: Flavor) {
-        compact(super::oldest_age, f)
-    }
-    fn boundary_compact(f: Flavor) {
-        super::boundary_compact(f)
-    }
-    fn future_entries_compact(f: Flavor) {
-        super::future_entries_compact(f)
-    }
-    fn expiry_follows_newest(f: Flavor) {
-        compact(super::expiry_follows_newest, f)
-    }
-    fn bad_arguments(f: Flavor) {
-        compact(super::bad_arguments, f)
-    }
-    fn wrong_arity(f: Flavor) {
-        compact(super::wrong_arity, f)
-    }
-    fn wrongtype(f: Flavor) {
-        compact(super::wrongtype, f)
-    }
-    fn binary_keys(f: Flavor) {
-        compact(super::binary_keys, f)
-    }
-    fn multi_exec(f: Flavor) {
-        compact(super::multi_exec, f)
-    }
-    fn from_lua(f: Flavor) {
-        compact(super::from_lua, f)
-    }
+    use super::{
+        bad_arguments, binary_keys, boundary_compact, denied_keeps_ttl, expiry_follows_newest,
+        from_lua, future_entries_compact, multi_exec, oldest_age, window_slides, wrong_arity,
+        wrongtype,
+    };
 
     crate::on_every_server! {
-        window_slides => window_slides;
-        witholdest_replies_the_oldest_entrys_age => oldest_age;
-        denied_calls_add_nothing_and_keep_the_ttl => denied_keeps_ttl;
-        expiry_is_newest_score_plus_window => expiry_follows_newest;
-        bad_arguments_are_refused_and_change_nothing => bad_arguments;
-        wrong_arity_is_worded_by_the_server => wrong_arity;
-        wrongtype_on_other_types => wrongtype;
-        binary_keys => binary_keys;
-        multi_exec_admits_exactly_the_limit => multi_exec;
-        callable_from_lua => from_lua;
+        window_slides => window_slides(Compact);
+        witholdest_replies_the_oldest_entrys_age => oldest_age(Compact);
+        denied_calls_add_nothing_and_keep_the_ttl => denied_keeps_ttl(Compact);
+        expiry_is_newest_score_plus_window => expiry_follows_newest(Compact);
+        bad_arguments_are_refused_and_change_nothing => bad_arguments(Compact);
+        wrong_arity_is_worded_by_the_server => wrong_arity(Compact);
+        wrongtype_on_other_types => wrongtype(Compact);
+        binary_keys => binary_keys(Compact);
+        multi_exec_admits_exactly_the_limit => multi_exec(Compact);
+        callable_from_lua => from_lua(Compact);
         boundary_entry_exactly_window_old_is_gone => boundary_compact;
         entries_from_the_future_keep_the_key_alive => future_entries_compact;
     }
@@ -147,8 +112,8 @@ fn sms_example(flavor: Flavor) {
     assert_eq!(encoding, "listpack");
 }
 
-fn window_slides(flavor: Flavor) {
-    let server = start(flavor);
+fn window_slides(flavor: Flavor, log: LogType) {
+    let server = start(flavor, log);
     let mut c = server.conn();
     let key = "slide";
     let window = 2_000;
@@ -179,8 +144,8 @@ fn window_slides(flavor: Flavor) {
 /// reply: the age of the oldest entry still in the window on the server's
 /// clock, -1 when there is none; WITHMEMBERS' array stays last; MCHECK
 /// refuses it.
-fn oldest_age(flavor: Flavor) {
-    let server = start(flavor);
+fn oldest_age(flavor: Flavor, log: LogType) {
+    let server = start(flavor, log);
     let mut c = server.conn();
     let key = "old";
     let window = 1_500;
@@ -193,7 +158,7 @@ fn oldest_age(flavor: Flavor) {
             .query(c)
             .expect(command)
     };
-    let int = |v: &Value| -> i64 { redis::from_redis_value(v).expect("an integer") };
+    let int = |v: &Value| -> i64 { redis::from_redis_value_ref(v).expect("an integer") };
     // Nothing yet: -1, and the peek creates nothing.
     let r = call(&mut c, "SLIDEWIN.PEEK", &["WITHOLDEST"]);
     assert_eq!(r.iter().map(int).collect::<Vec<_>>(), [1, 3, 3, 0, 0, -1]);
@@ -283,10 +248,10 @@ fn boundary(flavor: Flavor) {
             .arg(offset)
             .query(&mut c)
             .expect("EVAL");
-        let allowed: i64 = redis::from_redis_value(&v[0]).expect("reply");
-        let now: i64 = redis::from_redis_value(&v[1]).expect("now");
+        let allowed: i64 = redis::from_redis_value_ref(&v[0]).expect("reply");
+        let now: i64 = redis::from_redis_value_ref(&v[1]).expect("now");
         let old_present = !matches!(v[2], Value::Nil);
-        let newest: f64 = redis::from_redis_value(&v[3]).expect("newest");
+        let newest: f64 = redis::from_redis_value_ref(&v[3]).expect("newest");
         let old_score = now - window + offset;
         if allowed == 1 {
             // The call's clock is the score it wrote.
@@ -310,8 +275,8 @@ fn boundary(flavor: Flavor) {
     }
 }
 
-fn denied_keeps_ttl(flavor: Flavor) {
-    let server = start(flavor);
+fn denied_keeps_ttl(flavor: Flavor, log: LogType) {
+    let server = start(flavor, log);
     let mut c = server.conn();
     let key = b"deny";
     assert_eq!(check_raw(&mut c, &[key, b"2", b"100000"]).unwrap(), 1);
@@ -325,8 +290,8 @@ fn denied_keeps_ttl(flavor: Flavor) {
     assert_eq!(pexpiretime(&mut c, key), expire);
 }
 
-fn expiry_follows_newest(flavor: Flavor) {
-    let server = start(flavor);
+fn expiry_follows_newest(flavor: Flavor, log: LogType) {
+    let server = start(flavor, log);
     let mut c = server.conn();
     let key = b"exp";
     for _ in 0..4 {
@@ -401,8 +366,8 @@ fn foreign_sorted_set(flavor: Flavor) {
     assert_eq!(entries(&mut c, b"points").len(), 1);
 }
 
-fn bad_arguments(flavor: Flavor) {
-    let server = start(flavor);
+fn bad_arguments(flavor: Flavor, log: LogType) {
+    let server = start(flavor, log);
     let mut c = server.conn();
     const LIMIT: &str = "ERR limit must be an integer between 1 and 100000 (slidewin.max-limit)";
     const WINDOW: &str =
@@ -451,8 +416,8 @@ fn bad_arguments(flavor: Flavor) {
     assert_eq!(check_raw(&mut c, &[b"edge2", b"1", b"1"]).unwrap(), 1);
 }
 
-fn wrong_arity(flavor: Flavor) {
-    let server = start(flavor);
+fn wrong_arity(flavor: Flavor, log: LogType) {
+    let server = start(flavor, log);
     let mut c = server.conn();
     let expected = "ERR wrong number of arguments for 'slidewin.check' command";
     for args in [&[][..], &[&b"k"[..]][..], &[&b"k"[..], b"5"][..]] {
@@ -464,8 +429,8 @@ fn wrong_arity(flavor: Flavor) {
     assert!(!exists(&mut c, b"k"));
 }
 
-fn wrongtype(flavor: Flavor) {
-    let server = start(flavor);
+fn wrongtype(flavor: Flavor, log: LogType) {
+    let server = start(flavor, log);
     let mut c = server.conn();
     let _: () = redis::cmd("SET").arg("str").arg("v").query(&mut c).unwrap();
     let _: i64 = redis::cmd("RPUSH")
@@ -491,8 +456,8 @@ fn wrongtype(flavor: Flavor) {
     assert_eq!(v, "v");
 }
 
-fn binary_keys(flavor: Flavor) {
-    let server = start(flavor);
+fn binary_keys(flavor: Flavor, log: LogType) {
+    let server = start(flavor, log);
     let mut c = server.conn();
     let key: &[u8] = b"bin\x00\xff\xfe\r\n key";
     let other: &[u8] = b"bin\x00\xff\xfe\r\n kez";
@@ -575,8 +540,8 @@ fn seed_script_keys(flavor: Flavor) {
     assert_eq!(r, 0, "the script sees the module's entries as full");
 }
 
-fn multi_exec(flavor: Flavor) {
-    let server = start(flavor);
+fn multi_exec(flavor: Flavor, log: LogType) {
+    let server = start(flavor, log);
     let mut c = server.conn();
     let mut pipe = redis::pipe();
     pipe.atomic();
@@ -594,8 +559,8 @@ fn multi_exec(flavor: Flavor) {
     }
 }
 
-fn from_lua(flavor: Flavor) {
-    let server = start(flavor);
+fn from_lua(flavor: Flavor, log: LogType) {
+    let server = start(flavor, log);
     let mut c = server.conn();
     let script = "return redis.call('SLIDEWIN.CHECK', KEYS[1], ARGV[1], ARGV[2])";
     let replies: Vec<i64> = (0..3)
@@ -658,13 +623,13 @@ fn command_metadata(flavor: Flavor) {
     let Some(Value::Array(entry)) = info.first() else {
         panic!("COMMAND INFO: {info:?}")
     };
-    let name: String = redis::from_redis_value(&entry[0]).unwrap();
-    let arity: i64 = redis::from_redis_value(&entry[1]).unwrap();
-    let flags: Vec<String> = redis::from_redis_value(&entry[2]).unwrap();
+    let name: String = redis::from_redis_value_ref(&entry[0]).unwrap();
+    let arity: i64 = redis::from_redis_value_ref(&entry[1]).unwrap();
+    let flags: Vec<String> = redis::from_redis_value_ref(&entry[2]).unwrap();
     let (first, last, step): (i64, i64, i64) = (
-        redis::from_redis_value(&entry[3]).unwrap(),
-        redis::from_redis_value(&entry[4]).unwrap(),
-        redis::from_redis_value(&entry[5]).unwrap(),
+        redis::from_redis_value_ref(&entry[3]).unwrap(),
+        redis::from_redis_value_ref(&entry[4]).unwrap(),
+        redis::from_redis_value_ref(&entry[5]).unwrap(),
     );
     assert_eq!(name, "slidewin.check");
     assert_eq!(arity, -4, "key limit window_ms and options");
@@ -840,9 +805,7 @@ fn rdb_restart(flavor: Flavor) {
 /// module reads, which a probe CHECK on a sorted set (kept as one: it
 /// exists before the call) shows inside the same script.
 fn boundary_compact(flavor: Flavor) {
-    let server = Options::new(flavor)
-        .module_args(&["log-type", "compact"])
-        .start();
+    let server = Options::new(flavor).log_type(LogType::Compact).start();
     let mut c = server.conn();
     let script = r"
         redis.call('ZADD', KEYS[1], 0, 'seed')
@@ -903,9 +866,7 @@ fn boundary_compact(flavor: Flavor) {
 /// `SLIDEWIN.APPLY`, as after a clock step back) counts and keeps the key
 /// alive until it has left the window.
 fn future_entries_compact(flavor: Flavor) {
-    let server = Options::new(flavor)
-        .module_args(&["log-type", "compact"])
-        .start();
+    let server = Options::new(flavor).log_type(LogType::Compact).start();
     let mut c = server.conn();
     let key = b"future";
     let ahead = server_ms(&mut c) + 100_000;

@@ -1,5 +1,6 @@
 //! slidewin on Redis Cluster (3 masters, 3 replicas, started by
 //! scripts/cluster.sh, the script behind `make cluster`), on every server of the suite.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -570,8 +571,8 @@ fn replica_of(cluster: &Cluster, master: u16) -> u16 {
         .into_iter()
         .find(|&p| {
             let role: Vec<Value> = redis::cmd("ROLE").query(&mut cluster.conn(p)).unwrap();
-            redis::from_redis_value::<String>(&role[0]).unwrap() == "slave"
-                && redis::from_redis_value::<u16>(&role[2]).ok() == Some(master)
+            redis::from_redis_value_ref::<String>(&role[0]).unwrap() == "slave"
+                && redis::from_redis_value_ref::<u16>(&role[2]).ok() == Some(master)
         })
         .expect("the master's replica")
 }
@@ -689,7 +690,7 @@ fn failover(flavor: Flavor) {
     let promoted = wait_until(Duration::from_secs(60), || {
         let role: Vec<Value> = redis::cmd("ROLE").query(&mut r).unwrap_or_default();
         role.first()
-            .and_then(|v| redis::from_redis_value::<String>(v).ok())
+            .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
             .as_deref()
             == Some("master")
     });
@@ -1002,7 +1003,7 @@ fn asm_client(
                         };
                         counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let members: Vec<Vec<u8>> =
-                            redis::from_redis_value(items.last().expect("members"))
+                            redis::from_redis_value_ref(items.last().expect("members"))
                                 .expect("members");
                         seen.calls.push(AsmCall {
                             keys: keys.clone(),
@@ -1076,9 +1077,9 @@ fn migration_state(c: &mut Connection) -> Option<String> {
         .ok()?;
     let fields: Vec<String> = jobs
         .last()
-        .map(|job| redis::from_redis_value::<Vec<Value>>(job).unwrap_or_default())?
+        .map(|job| redis::from_redis_value_ref::<Vec<Value>>(job).unwrap_or_default())?
         .iter()
-        .map(|v| redis::from_redis_value::<String>(v).unwrap_or_default())
+        .map(|v| redis::from_redis_value_ref::<String>(v).unwrap_or_default())
         .collect();
     let at = fields.iter().position(|f| f == "state")?;
     fields.get(at + 1).cloned()

@@ -3,6 +3,7 @@
 //! by effects, RDB, AOF rewrite, DUMP/RESTORE, COPY, RENAME, MOVE), the
 //! effect command's checks, hostile RESTORE payloads, and the default mode
 //! left exactly as it was.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -1279,7 +1280,10 @@ fn defrag(flavor: Flavor) {
             pipe = redis::pipe();
         }
     }
-    pipe.query::<()>(&mut c).unwrap();
+    // (redis-rs refuses an empty pipeline: the loop may have sent it all)
+    if !pipe.is_empty() {
+        pipe.query::<()>(&mut c).unwrap();
+    }
     // Half of them deleted, at random: pages of the allocator left unevenly
     // full, which is what it moves blocks out of (an every-other pattern
     // leaves every page as full as the next, and little to move).

@@ -28,6 +28,7 @@
 //!
 //! A transcript that no longer matches fails the suite with the page, the
 //! line and both outputs.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -1,4 +1,5 @@
 //! The runnable examples, run against a server with the module.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! Server states and faults, on every server of the suite: out of memory,
 //! paused writes, missing replicas, read-only scripts, crashes with an AOF,
 //! RDB snapshots, and unloading the module.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

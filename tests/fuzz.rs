@@ -5,6 +5,7 @@
 //! outside the fuzzed pool must stay untouched, and the replica must end
 //! with the same data. UNDO is given members that WITHMEMBERS returned as
 //! well as made-up ones.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -3,6 +3,7 @@
 //! writing every replicated command to its AOF) and checked offline. One run
 //! uses CHECK with cost 1; another mixes MCHECK (two rules, all or nothing)
 //! and CHECK, both with COST 1 to 3 and WITHMEMBERS.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -127,7 +128,7 @@ fn plain_call(c: &mut Connection, rng: &mut rand::rngs::ThreadRng) -> Call {
     let allowed = reply.first() == Some(&redis::Value::Int(1));
     // The stored member of each token `<id>@<ms>`.
     let members: Vec<Vec<u8>> =
-        redis::from_redis_value::<Vec<Vec<u8>>>(reply.last().expect("members"))
+        redis::from_redis_value_ref::<Vec<Vec<u8>>>(reply.last().expect("members"))
             .expect("members")
             .iter()
             .map(|t| support::token_member(t))
@@ -294,7 +295,7 @@ fn mixed_call(c: &mut Connection, rng: &mut rand::rngs::ThreadRng) -> MixedCall 
     let allowed = reply.first() == Some(&redis::Value::Int(1));
     // The stored member of each token `<id>@<ms>`.
     let members: Vec<Vec<u8>> =
-        redis::from_redis_value::<Vec<Vec<u8>>>(reply.last().expect("members"))
+        redis::from_redis_value_ref::<Vec<Vec<u8>>>(reply.last().expect("members"))
             .expect("members")
             .iter()
             .map(|t| support::token_member(t))

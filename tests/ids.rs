@@ -4,6 +4,7 @@
 //! idempotent, SETTLE moves a charge down, up past the limit and to zero,
 //! a stale token never removes a later call's entry, and a replica and an
 //! AOF replay reach the same data after each.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -64,7 +65,7 @@ fn call(c: &mut Connection, command: &str, args: &[&str]) -> Value {
 }
 
 fn int(v: &Value) -> i64 {
-    redis::from_redis_value(v).unwrap_or_else(|_| panic!("an integer: {v:?}"))
+    redis::from_redis_value_ref(v).unwrap_or_else(|_| panic!("an integer: {v:?}"))
 }
 
 /// The replication offset: it moves when anything is propagated.
@@ -202,7 +203,7 @@ fn repeated_mcheck(flavor: Flavor, log: Log) {
         (zcard(&mut c, "{k}:rps"), zcard(&mut c, "{k}:tpm")),
         (100, 100)
     );
-    let d: Vec<Value> = redis::from_redis_value(&call(
+    let d: Vec<Value> = redis::from_redis_value_ref(&call(
         &mut c,
         "SLIDEWIN.MCHECK",
         &with(&["COST", "100", "ID", "q1", "DETAIL"]),
@@ -210,7 +211,7 @@ fn repeated_mcheck(flavor: Flavor, log: Log) {
     .unwrap();
     assert_eq!(d[0], Value::Int(1), "a repeat is allowed: {d:?}");
     assert_eq!(d[1], Value::Int(0));
-    let tpm: Vec<i64> = redis::from_redis_value(&d[3]).unwrap();
+    let tpm: Vec<i64> = redis::from_redis_value_ref(&d[3]).unwrap();
     assert_eq!(tpm[..4], [1, 1000, 900, 0], "as the key is now");
     assert_eq!(
         (zcard(&mut c, "{k}:rps"), zcard(&mut c, "{k}:tpm")),
@@ -509,7 +510,7 @@ fn stale_tokens(flavor: Flavor, log: Log) {
         let Value::Array(items) = v else {
             panic!("{v:?}")
         };
-        let members: Vec<String> = redis::from_redis_value(items.last().unwrap()).unwrap();
+        let members: Vec<String> = redis::from_redis_value_ref(items.last().unwrap()).unwrap();
         assert_eq!(members.len(), 1, "{v:?}");
         members[0].clone()
     };
@@ -825,7 +826,7 @@ fn short_after_charges(flavor: Flavor, log: Log) {
         let Value::Array(items) = v else {
             panic!("{v:?}")
         };
-        redis::from_redis_value(items.last().unwrap()).unwrap()
+        redis::from_redis_value_ref(items.last().unwrap()).unwrap()
     };
     assert_eq!(
         members(&mut c)

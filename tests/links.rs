@@ -9,6 +9,7 @@
 //! heading whose anchor was already taken on the page given `-1`, `-2`, …
 //! Links inside code (fenced blocks, `code spans`) are not links. External
 //! links (`http:`, `https:`, `mailto:`) are not fetched.
+#![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};

@@ -1,4 +1,5 @@
 //! SLIDEWIN.MCHECK, SLIDEWIN.UNDO and WITHMEMBERS on every server of the suite.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -114,7 +115,7 @@ fn several_windows(flavor: Flavor) {
         panic!("{v:?}")
     };
     assert_eq!(fields[0], Value::Int(0));
-    let retry: i64 = redis::from_redis_value(&fields[1]).unwrap();
+    let retry: i64 = redis::from_redis_value_ref(&fields[1]).unwrap();
     assert!(retry > 86_000_000, "the day rule's wait: {retry}");
     // A plain CHECK with a minute window on the same key trims the old
     // entry: the documented reason to judge a log with its longest window.
@@ -136,7 +137,7 @@ fn mcheck_detail(flavor: Flavor) {
         ])
         .query(&mut c)
         .unwrap();
-    let ints = |v: &Value| -> Vec<i64> { redis::from_redis_value(v).unwrap() };
+    let ints = |v: &Value| -> Vec<i64> { redis::from_redis_value_ref(v).unwrap() };
     assert_eq!(v.len(), 4);
     assert_eq!(v[0], Value::Int(1));
     assert_eq!(v[1], Value::Int(0));
@@ -147,7 +148,7 @@ fn mcheck_detail(flavor: Flavor) {
         .query(&mut c)
         .unwrap();
     assert_eq!(v[0], Value::Int(0));
-    let retry: i64 = redis::from_redis_value(&v[1]).unwrap();
+    let retry: i64 = redis::from_redis_value_ref(&v[1]).unwrap();
     let a = ints(&v[2]);
     let b = ints(&v[3]);
     assert_eq!(
@@ -282,10 +283,10 @@ fn undo(flavor: Flavor) {
     assert_eq!(v.len(), 6, "the five DETAIL fields and the members");
     let fields: Vec<i64> = v[..5]
         .iter()
-        .map(|f| redis::from_redis_value(f).unwrap())
+        .map(|f| redis::from_redis_value_ref(f).unwrap())
         .collect();
     assert_eq!(fields, [1, 2, 0, 0, 60000]);
-    let added: Vec<String> = redis::from_redis_value(&v[5]).unwrap();
+    let added: Vec<String> = redis::from_redis_value_ref(&v[5]).unwrap();
     assert_eq!(added.len(), 2);
     // Tokens `<id>@<ms>`: the stored member and its score.
     let stored: HashSet<String> = entries(&mut c, b"sms:{u}")
@@ -325,7 +326,7 @@ fn undo(flavor: Flavor) {
         .query(&mut c)
         .unwrap();
     assert_eq!(v[0], Value::Int(1));
-    let added: Vec<String> = redis::from_redis_value(v.last().unwrap()).unwrap();
+    let added: Vec<String> = redis::from_redis_value_ref(v.last().unwrap()).unwrap();
     assert_eq!(added.len(), 1);
     for key in ["{m}:ip", "{m}:phone"] {
         let s: Option<f64> = redis::cmd("ZSCORE")
@@ -429,7 +430,7 @@ fn replication(flavor: Flavor) {
             .query(&mut m)
             .unwrap();
         if i % 5 == 0 && v[0] == Value::Int(1) {
-            let added: Vec<String> = redis::from_redis_value(v.last().unwrap()).unwrap();
+            let added: Vec<String> = redis::from_redis_value_ref(v.last().unwrap()).unwrap();
             let n: i64 = redis::cmd("SLIDEWIN.UNDO")
                 .arg(&phone)
                 .arg(&added)
@@ -488,7 +489,7 @@ fn one_member(v: &Value) -> i64 {
         panic!("{v:?}")
     };
     assert_eq!(items[0], Value::Int(1), "allowed: {v:?}");
-    let members: Vec<String> = redis::from_redis_value(items.last().unwrap()).unwrap();
+    let members: Vec<String> = redis::from_redis_value_ref(items.last().unwrap()).unwrap();
     assert_eq!(members.len(), 1, "{v:?}");
     String::from_utf8(token_member(members[0].as_bytes()))
         .unwrap()
@@ -714,7 +715,7 @@ fn entries_bound(flavor: Flavor, log_args: &[&str]) {
         panic!("{v:?}")
     };
     assert_eq!(fields[0], Value::Int(1), "{v:?}");
-    let added: Vec<String> = redis::from_redis_value(fields.last().unwrap()).unwrap();
+    let added: Vec<String> = redis::from_redis_value_ref(fields.last().unwrap()).unwrap();
     assert_eq!(added.len(), 500);
     for k in [a, b] {
         assert_eq!(entries(&mut c, k.as_bytes()).len(), 503, "{k}");

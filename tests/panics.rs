@@ -3,6 +3,7 @@
 //! gets an error reply, the server keeps running with its data, and the
 //! panic's message and place reach the server log as text (its `%`
 //! conversions are not read as a format).
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

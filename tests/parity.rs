@@ -15,6 +15,7 @@
 //! plus 100 ms, so no entry ever expires within 60 ms of a call. Decisions,
 //! limits and remainders must then match exactly; waits and scores within
 //! that slack.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -425,7 +426,7 @@ fn same(m: &Value, f: &Value, path: &str) {
                             let tokens = |vs: &[Value]| -> Vec<(i64, i64)> {
                                 vs.iter()
                                     .map(|v| {
-                                        let s: String = redis::from_redis_value(v).unwrap();
+                                        let s: String = redis::from_redis_value_ref(v).unwrap();
                                         token(&s).unwrap_or_else(|| panic!("{path}: token {s}"))
                                     })
                                     .collect()
@@ -754,7 +755,7 @@ fn shared_keys_on(pair: &mut Pair) {
     let names: std::collections::HashSet<&Vec<u8>> = all.iter().map(|(m, _)| m).collect();
     assert_eq!(names.len(), 4, "no member collided");
     // The peek agrees too, and the library's UNDO gives an entry back.
-    let p: Vec<i64> = redis::from_redis_value(&lib(c, "PEEK", &["4", "60000"])).unwrap();
+    let p: Vec<i64> = redis::from_redis_value_ref(&lib(c, "PEEK", &["4", "60000"])).unwrap();
     assert_eq!(p[..3], [0, 4, 0]);
     let m = String::from_utf8(all[0].0.clone()).unwrap();
     assert_eq!(lib(c, "UNDO", &[&m]), Value::Int(1));
@@ -784,7 +785,7 @@ fn step(pair: &mut Pair, kind: &str, keys: &[&str], args: &[&str]) -> Value {
 fn ints(v: &Value) -> Vec<i64> {
     match v {
         Value::Int(i) => vec![*i],
-        other => redis::from_redis_value(other).unwrap_or_else(|e| panic!("{other:?}: {e}")),
+        other => redis::from_redis_value_ref(other).unwrap_or_else(|e| panic!("{other:?}: {e}")),
     }
 }
 
@@ -801,7 +802,7 @@ fn tokens_of(v: &Value) -> Vec<String> {
     let Value::Array(items) = v else {
         panic!("not a detail reply: {v:?}")
     };
-    redis::from_redis_value(items.last().expect("fields")).expect("tokens")
+    redis::from_redis_value_ref(items.last().expect("fields")).expect("tokens")
 }
 
 /// Issue 32 on sorted-set keys, module against library: a repeated ID is

@@ -22,6 +22,7 @@
 //! watchdog process in its own process group does the same if the test
 //! process dies without unwinding (Ctrl-C, SIGKILL); and every start sweeps
 //! what a dead test process left.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -36,7 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redis::{Connection, ErrorKind, RedisError, Value};
+use redis::{Connection, ErrorKind, RedisError, ServerErrorKind, Value};
 use support::{module_path, target_dir, wait_until, wall_ms, Flavor};
 
 // ---------------------------------------------------------------------------
@@ -555,7 +556,7 @@ impl PCluster {
     fn role(&self, i: usize) -> Option<Role> {
         let mut c = connect(&self.nodes[i].addr, Duration::from_secs(1)).ok()?;
         let v: Vec<Value> = redis::cmd("ROLE").query(&mut c).ok()?;
-        let kind: String = redis::from_redis_value(v.first()?).ok()?;
+        let kind: String = redis::from_redis_value_ref(v.first()?).ok()?;
         if kind == "master" {
             return Some(Role {
                 master: true,
@@ -563,8 +564,8 @@ impl PCluster {
                 link_up: false,
             });
         }
-        let host: String = redis::from_redis_value(v.get(1)?).ok()?;
-        let state: String = redis::from_redis_value(v.get(3)?).ok()?;
+        let host: String = redis::from_redis_value_ref(v.get(1)?).ok()?;
+        let state: String = redis::from_redis_value_ref(v.get(3)?).ok()?;
         Some(Role {
             master: false,
             master_of: self.index_of(&host),
@@ -791,7 +792,7 @@ impl Router {
         let s = slot(key);
         let deadline = Instant::now() + CALL_DEADLINE;
         let mut ask: Option<usize> = None;
-        let mut last: RedisError = RedisError::from((ErrorKind::IoError, "no attempt"));
+        let mut last: RedisError = RedisError::from((ErrorKind::Io, "no attempt"));
         let mut last_node = None;
         for _attempt in 0..12 {
             if Instant::now() >= deadline {
@@ -825,7 +826,7 @@ impl Router {
                 Ok(v) => return (Ok(v), Some(target)),
                 Err(e) => {
                     match e.kind() {
-                        ErrorKind::Moved => {
+                        ErrorKind::Server(ServerErrorKind::Moved) => {
                             self.stats.moved += 1;
                             let to = e.redirect_node().and_then(|(a, _)| self.index_of(a));
                             self.slots[s] = to;
@@ -833,11 +834,15 @@ impl Router {
                                 self.refresh();
                             }
                         }
-                        ErrorKind::Ask => {
+                        ErrorKind::Server(ServerErrorKind::Ask) => {
                             self.stats.ask += 1;
                             ask = e.redirect_node().and_then(|(a, _)| self.index_of(a));
                         }
-                        ErrorKind::ClusterDown | ErrorKind::TryAgain | ErrorKind::MasterDown => {
+                        ErrorKind::Server(
+                            ServerErrorKind::ClusterDown
+                            | ServerErrorKind::TryAgain
+                            | ServerErrorKind::MasterDown,
+                        ) => {
                             self.stats.clusterdown += 1;
                             thread::sleep(Duration::from_millis(50));
                             self.refresh();

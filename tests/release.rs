@@ -2,6 +2,7 @@
 //! (`ver`, as major * 10000 + minor * 100 + patch), `INFO slidewin`
 //! (`slidewin_version`), the Python client (`slidewin.__version__`, its
 //! pyproject.toml) and CHANGELOG.md's entry for the release.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -1,5 +1,6 @@
 //! The full command surface on every server of the suite: DETAIL, COST,
 //! PEEK, INFO counters, configuration, command metadata and ACLs.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -63,12 +64,12 @@ fn seeded(
     }
     cmd.arg(command).arg(args);
     let v: Vec<Value> = cmd.query(c).unwrap_or_else(|e| panic!("EVAL: {e}"));
-    let now: i64 = redis::from_redis_value(&v[0]).expect("now");
+    let now: i64 = redis::from_redis_value_ref(&v[0]).expect("now");
     (now, v[1].clone())
 }
 
 fn five(v: &Value) -> [i64; 5] {
-    let v: Vec<i64> = redis::from_redis_value(v).unwrap_or_else(|e| panic!("{v:?}: {e}"));
+    let v: Vec<i64> = redis::from_redis_value_ref(v).unwrap_or_else(|e| panic!("{v:?}: {e}"));
     v.try_into().expect("five fields")
 }
 
@@ -415,7 +416,7 @@ fn peek_writes_nothing(flavor: Flavor) {
         let v = slidewin(&mut c, command, args).expect(command);
         let allowed = match v {
             Value::Int(n) => n,
-            Value::Array(ref items) => redis::from_redis_value(&items[0]).expect("allowed"),
+            Value::Array(ref items) => redis::from_redis_value_ref(&items[0]).expect("allowed"),
             ref other => panic!("{other:?}"),
         };
         assert_eq!(allowed, 0, "{command} {args:?} is denied");
@@ -692,20 +693,20 @@ fn as_map(v: &Value) -> HashMap<String, Value> {
         Value::Array(items) => items
             .chunks(2)
             .filter_map(|kv| match kv {
-                [k, v] => Some((redis::from_redis_value::<String>(k).ok()?, v.clone())),
+                [k, v] => Some((redis::from_redis_value_ref::<String>(k).ok()?, v.clone())),
                 _ => None,
             })
             .collect(),
         Value::Map(pairs) => pairs
             .iter()
-            .filter_map(|(k, v)| Some((redis::from_redis_value::<String>(k).ok()?, v.clone())))
+            .filter_map(|(k, v)| Some((redis::from_redis_value_ref::<String>(k).ok()?, v.clone())))
             .collect(),
         other => panic!("not a map: {other:?}"),
     }
 }
 
 fn strings(v: &Value) -> Vec<String> {
-    redis::from_redis_value(v).unwrap_or_else(|e| panic!("{v:?}: {e}"))
+    redis::from_redis_value_ref(v).unwrap_or_else(|e| panic!("{v:?}: {e}"))
 }
 
 fn command_info_docs(flavor: Flavor) {
@@ -736,8 +737,8 @@ fn command_info_docs(flavor: Flavor) {
         let Value::Array(e) = entry else {
             panic!("{entry:?}")
         };
-        assert_eq!(redis::from_redis_value::<String>(&e[0]).unwrap(), name);
-        assert_eq!(redis::from_redis_value::<i64>(&e[1]).unwrap(), -4);
+        assert_eq!(redis::from_redis_value_ref::<String>(&e[0]).unwrap(), name);
+        assert_eq!(redis::from_redis_value_ref::<i64>(&e[1]).unwrap(), -4);
         let flags = strings(&e[2]);
         for f in has {
             assert!(flags.contains(&f.to_string()), "{name}: {flags:?}");
@@ -804,20 +805,20 @@ fn command_docs(flavor: Flavor) {
     ] {
         let doc = as_map(&docs[name]);
         assert!(
-            redis::from_redis_value::<String>(&doc["summary"])
+            redis::from_redis_value_ref::<String>(&doc["summary"])
                 .unwrap()
                 .len()
                 > 20
         );
         assert_eq!(
-            redis::from_redis_value::<String>(&doc["since"]).unwrap(),
+            redis::from_redis_value_ref::<String>(&doc["since"]).unwrap(),
             "0.1.0"
         );
-        assert!(redis::from_redis_value::<String>(&doc["complexity"])
+        assert!(redis::from_redis_value_ref::<String>(&doc["complexity"])
             .unwrap()
             .starts_with("O("));
         assert_eq!(
-            redis::from_redis_value::<String>(&doc["module"]).unwrap(),
+            redis::from_redis_value_ref::<String>(&doc["module"]).unwrap(),
             "slidewin"
         );
         let Value::Array(got) = &doc["arguments"] else {
@@ -827,16 +828,19 @@ fn command_docs(flavor: Flavor) {
         for (arg, (arg_name, arg_type, token)) in got.iter().zip(args) {
             let a = as_map(arg);
             assert_eq!(
-                redis::from_redis_value::<String>(&a["name"]).unwrap(),
+                redis::from_redis_value_ref::<String>(&a["name"]).unwrap(),
                 *arg_name
             );
             assert_eq!(
-                redis::from_redis_value::<String>(&a["type"]).unwrap(),
+                redis::from_redis_value_ref::<String>(&a["type"]).unwrap(),
                 *arg_type
             );
             match token {
                 Some(t) => {
-                    assert_eq!(redis::from_redis_value::<String>(&a["token"]).unwrap(), *t);
+                    assert_eq!(
+                        redis::from_redis_value_ref::<String>(&a["token"]).unwrap(),
+                        *t
+                    );
                     assert_eq!(strings(&a["flags"]), vec!["optional".to_string()]);
                 }
                 None => assert!(!a.contains_key("token")),

@@ -3,6 +3,7 @@
 //! guarantee and its error bound on a Zipf load of thousands of keys, the
 //! period's rotation, RESET, the configuration at load and at runtime, ACL,
 //! argument errors, events, and no trace in replication, RDB or AOF.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -44,16 +45,16 @@ fn command_info(flavor: Flavor) {
     let mut c = server.conn();
     let e = top_command_info(&mut c);
     assert_eq!(
-        redis::from_redis_value::<String>(&e[0]).unwrap(),
+        redis::from_redis_value_ref::<String>(&e[0]).unwrap(),
         "slidewin.top"
     );
-    assert_eq!(redis::from_redis_value::<i64>(&e[1]).unwrap(), -1);
-    let flags: Vec<String> = redis::from_redis_value(&e[2]).unwrap();
+    assert_eq!(redis::from_redis_value_ref::<i64>(&e[1]).unwrap(), -1);
+    let flags: Vec<String> = redis::from_redis_value_ref(&e[2]).unwrap();
     assert!(flags.contains(&"admin".to_string()), "{flags:?}");
     assert!(!flags.contains(&"write".to_string()), "{flags:?}");
     // No keys: nothing for cluster routing or ACL key patterns to match.
     assert_eq!(
-        redis::from_redis_value::<(i64, i64, i64)>(&Value::Array(e[3..6].to_vec())).unwrap(),
+        redis::from_redis_value_ref::<(i64, i64, i64)>(&Value::Array(e[3..6].to_vec())).unwrap(),
         (0, 0, 0)
     );
     let Value::Array(specs) = &e[8] else {
@@ -78,7 +79,7 @@ fn top(c: &mut Connection, args: &[&str]) -> Vec<(String, i64, i64)> {
     };
     items
         .iter()
-        .map(|item| redis::from_redis_value::<(String, i64, i64)>(item).expect("a triple"))
+        .map(|item| redis::from_redis_value_ref::<(String, i64, i64)>(item).expect("a triple"))
         .collect()
 }
 
@@ -229,7 +230,7 @@ fn zipf_heavy_hitters(flavor: Flavor) {
 
 /// The server's TIME in microseconds.
 fn time_us(v: &Value) -> i64 {
-    let (s, us): (i64, i64) = redis::from_redis_value(v).expect("TIME");
+    let (s, us): (i64, i64) = redis::from_redis_value_ref(v).expect("TIME");
     s * 1_000_000 + us
 }
 
@@ -275,7 +276,7 @@ fn rotation(flavor: Flavor) {
         .expect("the wave");
     let (wave_from, wave_to) = (time_us(&replies[0]), time_us(&replies[4]));
     // Listed at once (in the same transaction, so no stall can intervene).
-    let listed: Vec<(String, i64, i64)> = redis::from_redis_value(&replies[5]).expect("TOP");
+    let listed: Vec<(String, i64, i64)> = redis::from_redis_value_ref(&replies[5]).expect("TOP");
     assert_eq!(listed, [("wave".to_string(), 2, 0)]);
     let mut query = redis::cmd("SLIDEWIN.TOP");
     query.arg("DENIED");
@@ -428,7 +429,7 @@ fn acl(flavor: Flavor) {
     }
     if categories {
         let e = top_command_info(&mut c);
-        let cats: Vec<String> = redis::from_redis_value(&e[6]).unwrap();
+        let cats: Vec<String> = redis::from_redis_value_ref(&e[6]).unwrap();
         for cat in ["@admin", "@dangerous", "@slow"] {
             assert!(cats.contains(&cat.to_string()), "{cats:?}");
         }

@@ -25,6 +25,7 @@
 //!
 //! A new release adds its folder (`cargo test --release --test upgrade --
 //! --ignored write_fixtures`) and keeps the old ones: every folder is loaded.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

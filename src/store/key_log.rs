@@ -8,9 +8,9 @@
 use redis_module::Context;
 
 use crate::config::{self, LogType};
+use crate::ffi::key::{Key, KeyKind};
 use crate::ffi::{Arg, StoreError};
 use crate::store::compact::store::{CompactStore, LOG_TYPE};
-use crate::store::zset::{Key, KeyKind};
 use crate::store::zset_log::ZsetLog;
 use crate::window::{Charge, WindowLog};
 

@@ -1,9 +1,9 @@
 //! The stores: each encoding of a log is a `WindowLog` the pure decision
 //! (`window.rs`) runs on, and `key_log` picks the one a key holds.
 //!
-//! - `zset` (the safe wrapper over the low-level key API) and `zset_log`
-//!   (a sorted-set key as the log; its effects replicate as native commands):
-//!   the default, readable without the module.
+//! - `zset_log` (a sorted-set key as the log, through the key handle
+//!   `ffi::key`; its effects replicate as native commands): the default,
+//!   readable without the module.
 //! - `compact`: the compact log (`slidewin.log-type compact`), a folder of
 //!   its own: the pure log and its encoding, `compact::effect` (pure:
 //!   `SLIDEWIN.APPLY`'s effect) and `compact::store` (the log as the data
@@ -12,5 +12,4 @@
 
 pub mod compact;
 pub mod key_log;
-pub mod zset;
 pub mod zset_log;

@@ -14,10 +14,10 @@ use std::os::raw::c_int;
 
 use redis_module::{raw, Context};
 
+use crate::ffi::key::{Key, KeyKind, ScoreRange};
 use crate::ffi::ModuleString;
 use crate::ffi::{Arg, Propagate, StoreError};
 use crate::member;
-use crate::store::zset::{Key, KeyKind, ScoreRange};
 use crate::window::{Charge, NoFreeMember, WindowLog};
 
 /// The sliding-window log stored in one sorted-set key.

@@ -179,12 +179,23 @@ fn free_port() -> u16 {
     listener.local_addr().expect("local addr").port()
 }
 
+/// The log the module makes for new keys (its `log-type` argument).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogType {
+    /// Sorted sets, the module's default.
+    Zset,
+    /// `log-type compact`.
+    Compact,
+}
+
 /// How to start a server.
 #[derive(Debug, Clone)]
 pub struct Options {
     pub flavor: Flavor,
     pub module: bool,
     pub module_args: Vec<String>,
+    /// Passed as `log-type` after [`Options::module_args`] when compact.
+    pub log_type: LogType,
     /// Load this module file instead of the release module.
     pub module_file: Option<PathBuf>,
     pub extra: Vec<String>,
@@ -198,6 +209,7 @@ impl Options {
             flavor,
             module: true,
             module_args: Vec::new(),
+            log_type: LogType::Zset,
             module_file: None,
             extra: Vec::new(),
             dir: None,
@@ -224,6 +236,13 @@ impl Options {
     /// Arguments after the module path (`max-limit 10 ...`).
     pub fn module_args(mut self, args: &[&str]) -> Self {
         self.module_args = args.iter().map(|a| a.to_string()).collect();
+        self
+    }
+
+    /// The log type new keys get: `log-type compact` for
+    /// [`LogType::Compact`], the module's default (sorted sets) otherwise.
+    pub fn log_type(mut self, log_type: LogType) -> Self {
+        self.log_type = log_type;
         self
     }
 
@@ -376,6 +395,9 @@ impl Server {
             let module = opts.module_file.clone().unwrap_or_else(module_path);
             args.push(module.to_string_lossy().into_owned());
             args.extend(opts.module_args.iter().cloned());
+            if opts.log_type == LogType::Compact {
+                args.extend(["log-type".to_string(), "compact".to_string()]);
+            }
         }
         args.extend(opts.extra.iter().cloned());
         args
@@ -1067,20 +1089,31 @@ pub fn load_function_library(c: &mut Connection) {
 
 /// Declares one test per server: `mod redis_7_0 { fn name() }`, and the same
 /// in `redis_8_2`, `valkey_8_1` and `valkey_9_1`, each calling `body(Flavor)`.
+/// `name => body(Compact);` (or `(Zset)`) calls `body(Flavor, LogType)`
+/// instead: a body that runs on both log types says which where it is
+/// declared, and takes it as a parameter.
 #[macro_export]
 macro_rules! on_every_server {
-    ($($name:ident => $body:ident;)*) => {
+    ($($name:ident => $body:ident $(($log:ident))?;)*) => {
         mod redis_7_0 {
-            $( #[test] fn $name() { super::$body(super::support::Flavor::Redis70) } )*
+            $( #[test] fn $name() {
+                super::$body(super::support::Flavor::Redis70 $(, super::support::LogType::$log)?)
+            } )*
         }
         mod redis_8_2 {
-            $( #[test] fn $name() { super::$body(super::support::Flavor::Redis82) } )*
+            $( #[test] fn $name() {
+                super::$body(super::support::Flavor::Redis82 $(, super::support::LogType::$log)?)
+            } )*
         }
         mod valkey_8_1 {
-            $( #[test] fn $name() { super::$body(super::support::Flavor::Valkey81) } )*
+            $( #[test] fn $name() {
+                super::$body(super::support::Flavor::Valkey81 $(, super::support::LogType::$log)?)
+            } )*
         }
         mod valkey_9_1 {
-            $( #[test] fn $name() { super::$body(super::support::Flavor::Valkey91) } )*
+            $( #[test] fn $name() {
+                super::$body(super::support::Flavor::Valkey91 $(, super::support::LogType::$log)?)
+            } )*
         }
     };
 }

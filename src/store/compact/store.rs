@@ -16,12 +16,12 @@ use std::os::raw::c_int;
 
 use redis_module::{raw, Context};
 
+use crate::ffi::key::Key;
 use crate::ffi::module_type::{ModuleType, TypeValue};
 use crate::ffi::{Arg, ModuleString, Propagate, StoreError, Word, MAX_WORDS};
 use crate::relocate::Relocate;
 use crate::store::compact::effect::{Effect, Token};
 use crate::store::compact::{CompactLog, Held, Hold, Run};
-use crate::store::zset::Key;
 use crate::window::{Charge, NoFreeMember, WindowLog};
 
 /// The compact log's data type; registered at load only in `compact` mode.

@@ -1,4 +1,4 @@
-//! The node's heavy-hitters summary ([`crate::top::Top`]): fed by CHECK and
+//! The node's heavy-hitters summary ([`super::Top`]): fed by CHECK and
 //! MCHECK with every decision, answered by SLIDEWIN.TOP, reported by INFO.
 //! Node-local like INFO: never replicated or persisted, gone with a restart
 //! or a failover. It follows `slidewin.top-capacity` and
@@ -6,8 +6,8 @@
 
 use std::sync::{Mutex, MutexGuard};
 
+use super::summary::{Hitter, Outcome, Top};
 use crate::config;
-use crate::top::{Hitter, Outcome, Top};
 
 /// Commands run on the server's main thread, so the lock is never
 /// contended; it keeps the summary safe should that ever change.

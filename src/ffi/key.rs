@@ -1,11 +1,12 @@
-//! A small safe wrapper around the low-level sorted-set key API.
+//! The key handle: a small safe wrapper around the low-level key API, for a
+//! key of any type (a sorted set, a module value, or a type to refuse).
 //!
 //! The `redis-module` crate does not wrap sorted sets, so this module makes
 //! the raw calls on keys and strings: opening and closing a key, reading its
 //! type and length, score-range iteration, adding, removing and setting an
 //! absolute expiry, and reading the strings it hands back. Strings ([`ModuleString`]) and every
 //! other raw call (replication, notifications, the clock, INFO, ...) are in
-//! `ffi/`, which imports nothing of this file. Resources are released by `Drop` (RAII): a [`Key`]
+//! the rest of `ffi/`, which imports nothing of this file. Resources are released by `Drop` (RAII): a [`Key`]
 //! closes its handle, a [`Range`] stops its iterator (a `ModuleString` frees its
 //! string). Every function pointer is checked for null before use
 //! and reported as an error instead of unwrapped.

@@ -584,5 +584,5 @@ impl Top {
 }
 
 #[cfg(test)]
-#[path = "top_tests.rs"]
+#[path = "summary_tests.rs"]
 mod tests;

@@ -1,4 +1,4 @@
-//! Unit tests of `top.rs`: exact counts, the Space-Saving guarantees on a
+//! Unit tests of `summary.rs`: exact counts, the Space-Saving guarantees on a
 //! Zipf stream, eviction against a naive model, rotation, reset.
 use super::*;
 use rand::rngs::StdRng;
