@@ -1002,9 +1002,14 @@ fn asm_client(
                             &progress.denied
                         };
                         counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let members: Vec<Vec<u8>> =
-                            redis::from_redis_value_ref(items.last().expect("members"))
-                                .expect("members");
+                        // The stored member of each token `<id>@<ms>`.
+                        let members: Vec<Vec<u8>> = redis::from_redis_value_ref::<Vec<Vec<u8>>>(
+                            items.last().expect("members"),
+                        )
+                        .expect("members")
+                        .iter()
+                        .map(|t| token_member(t))
+                        .collect();
                         seen.calls.push(AsmCall {
                             keys: keys.clone(),
                             allowed,

@@ -38,7 +38,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::{Connection, ErrorKind, RedisError, ServerErrorKind, Value};
-use support::{module_path, target_dir, wait_until, wall_ms, Flavor};
+use support::{module_path, target_dir, token_member, wait_until, wall_ms, Flavor};
 
 // ---------------------------------------------------------------------------
 // The load and the scenario's constants.
@@ -1201,9 +1201,10 @@ fn run_once(cluster: &PCluster, config: Config, run: usize) -> RunResult {
         let owner = router.slots[slot(&key)].expect("every slot has an owner after the heal");
         let c = owners.entry(owner).or_insert_with(|| cluster.conn(owner));
         let Some(m) = &call.member else { return false };
+        // The member inside the token `<id>@<ms>` WITHMEMBERS handed out.
         let score: Option<f64> = redis::cmd("ZSCORE")
             .arg(&key)
-            .arg(m)
+            .arg(token_member(m.as_bytes()))
             .query(c)
             .expect("ZSCORE");
         score.is_some_and(|s| {

@@ -851,6 +851,18 @@ pub fn exists(c: &mut Connection, key: impl redis::ToRedisArgs) -> bool {
 
 /// `"CODE detail"` of a server error, as a client library prints it raw.
 pub fn error_text(e: &redis::RedisError) -> String {
+    // A pipeline's one failure carries its code and detail inside it
+    // (redis-rs 1.x: `detail()` is None on the pipeline's error).
+    if e.detail().is_none() {
+        if let Some(items) = e.clone().into_server_errors() {
+            if let [(_, server)] = &items[..] {
+                return match server.details() {
+                    Some(detail) => format!("{} {detail}", server.code()),
+                    None => server.code().to_string(),
+                };
+            }
+        }
+    }
     match (e.code(), e.detail()) {
         (Some(code), Some(detail)) => format!("{code} {detail}"),
         (Some(code), None) => code.to_string(),
