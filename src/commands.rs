@@ -7,7 +7,7 @@ use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
 use crate::args::{self, ArgError, Command, Reply, UndoRequest};
 use crate::ffi::key::{Key, KeyKind};
-use crate::ffi::{Arg, StoreError};
+use crate::ffi::{Arg, CallError};
 use crate::store::compact::effect::Effect;
 use crate::store::compact::store::{self as compact_store, LOG_TYPE};
 use crate::store::key_log::KeyLog;
@@ -310,7 +310,7 @@ fn execute_apply(ctx: &Context, argv: &[Arg]) -> RedisResult {
     let effect = Effect::parse(&words).map_err(RedisError::String)?;
     let key = Key::open_write(ctx, name)?;
     if key.kind()? != KeyKind::Empty && !key.holds(&LOG_TYPE)? {
-        return Err(StoreError::WrongType.into());
+        return Err(CallError::WrongType.into());
     }
     compact_store::apply(ctx, name, key, &effect).map_err(RedisError::String)?;
     crate::ffi::replicate_verbatim(ctx)?;
