@@ -150,7 +150,7 @@ pub fn register(ctx: &Context, compact: bool) -> Result<(), String> {
             .map_err(|e| fail("cannot create", e))?;
         ffi::set_acl_categories(ctx, name, c.acl_categories)
             .map_err(|e| fail("cannot set the ACL categories of", e))?;
-        ffi::command_info::set_command_info(ctx, c.doc)
+        ffi::set_command_info::set_command_info(ctx, c.doc)
             .map_err(|e| fail("cannot set the command info of", e))?;
     }
     Ok(())

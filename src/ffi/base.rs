@@ -1,7 +1,7 @@
 //! The base of the FFI layer, which imports nothing else of it: looking up
 //! a module API function pointer (never unwrapped), the error type of raw
 //! calls and the one status check. `mod.rs`, `string.rs` and
-//! `command_info.rs` build on it.
+//! `set_command_info.rs` build on it.
 
 use std::fmt;
 use std::os::raw::c_int;

@@ -4,7 +4,7 @@
 //! capability checks, keyspace notifications, signal-modified, key
 //! positions, module options and configuration, INFO, command creation and
 //! ACL categories, the server log and the panic hook; `replicate.rs`
-//! propagates effects to replicas and the AOF; `command_info.rs`
+//! propagates effects to replicas and the AOF; `set_command_info.rs`
 //! hands COMMAND DOCS metadata to the server; `key.rs` is the handle of a
 //! key of any type. Only this layer holds `unsafe`.
 
@@ -14,10 +14,10 @@ use std::os::raw::c_int;
 use redis_module::{raw, Context, RedisString};
 
 pub mod base;
-pub mod command_info;
 pub mod key;
 pub mod module_type;
 pub mod replicate;
+pub mod set_command_info;
 pub mod string;
 
 pub use replicate::{replicate_verbatim, replicate_words, Propagate, Word, MAX_WORDS};
