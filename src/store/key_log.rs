@@ -19,17 +19,37 @@ pub enum KeyLog<'c> {
     Compact(CompactStore<'c>),
 }
 
+/// What an open key holds, as a log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// Nothing: the key does not exist.
+    Empty,
+    Zset,
+    Compact,
+}
+
+/// What `key` holds: a sorted set, a compact log or nothing; any other type
+/// is WRONGTYPE. The one type check of the log commands (SLIDEWIN.APPLY
+/// refuses a sorted set on top of it).
+pub fn held(key: &Key<'_>) -> Result<Held, CallError> {
+    match key.kind()? {
+        KeyKind::Zset => Ok(Held::Zset),
+        KeyKind::Empty => Ok(Held::Empty),
+        KeyKind::Other if key.holds(&LOG_TYPE)? => Ok(Held::Compact),
+        KeyKind::Other => Err(CallError::WrongType),
+    }
+}
+
 /// Which store a key opened as `key` is (`None`: missing, read-only).
 fn store_of(key: Option<&Key<'_>>) -> Result<Option<LogType>, CallError> {
     let Some(key) = key else {
         return Ok(None);
     };
-    match key.kind()? {
-        KeyKind::Zset => Ok(Some(LogType::Zset)),
-        KeyKind::Empty => Ok(Some(config::log_type())),
-        KeyKind::Other if key.holds(&LOG_TYPE)? => Ok(Some(LogType::Compact)),
-        KeyKind::Other => Err(CallError::WrongType),
-    }
+    Ok(Some(match held(key)? {
+        Held::Zset => LogType::Zset,
+        Held::Empty => config::log_type(),
+        Held::Compact => LogType::Compact,
+    }))
 }
 
 impl<'c> KeyLog<'c> {
