@@ -147,7 +147,8 @@ impl<'a> Propagate<'a> {
     }
 }
 
-/// A word of a command propagated by [`replicate_words`].
+/// A word of a command propagated by [`replicate_words`]; a compact log's
+/// effect writes its words as these (`Effect::words`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Word {
     /// An integer seldom sent twice: formatted on the stack each time,

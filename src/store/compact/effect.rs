@@ -26,20 +26,11 @@
 //! argument names itself.
 
 use crate::args::{parse_i64, printable};
+use crate::ffi::Word;
 use crate::store::compact::{
     Bound, CompactLog, Run, MAX_CHARGES, MAX_ENTRIES, MAX_REQUEST_ID, MAX_RUNS, MAX_SCORE,
     MAX_STRAYS,
 };
-
-/// A word of an effect: an option's name or an integer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Token {
-    Word(&'static std::ffi::CStr),
-    /// An integer seldom seen twice (a member id).
-    Int(i64),
-    /// An integer that calls close in time repeat (a time, a count).
-    Repeated(i64),
-}
 
 /// One effect, parsed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -431,33 +422,33 @@ impl Effect {
     /// LOG payload, which is bytes). What the store propagates without
     /// formatting strings.
     /// (A CUT or a CHARGE carries a request id, bytes too.)
-    pub fn words<const N: usize>(&self, out: &mut [Token; N]) -> Option<usize> {
+    pub fn words<const N: usize>(&self, out: &mut [Word; N]) -> Option<usize> {
         if self.log.is_some() || !self.cuts().is_empty() || !self.charges().is_empty() {
             return None;
         }
         let mut n = 0usize;
-        let mut push = |t: Token| -> Option<()> {
+        let mut push = |t: Word| -> Option<()> {
             *out.get_mut(n)? = t;
             n += 1;
             Some(())
         };
         if let Some(c) = self.trim {
-            push(Token::Word(c"TRIM"))?;
-            push(Token::Repeated(c))?;
+            push(Word::Text(c"TRIM"))?;
+            push(Word::Repeated(c))?;
         }
         for &id in &self.remove {
-            push(Token::Word(c"REMOVE"))?;
-            push(Token::Int(id))?;
+            push(Word::Text(c"REMOVE"))?;
+            push(Word::Int(id))?;
         }
         for r in &self.add {
-            push(Token::Word(c"ADD"))?;
-            push(Token::Repeated(r.score))?;
-            push(Token::Int(r.first))?;
-            push(Token::Repeated(i64::try_from(r.count).unwrap_or(i64::MAX)))?;
+            push(Word::Text(c"ADD"))?;
+            push(Word::Repeated(r.score))?;
+            push(Word::Int(r.first))?;
+            push(Word::Repeated(i64::try_from(r.count).unwrap_or(i64::MAX)))?;
         }
         if let Some(at) = self.expire_at {
-            push(Token::Word(c"PXAT"))?;
-            push(Token::Repeated(at))?;
+            push(Word::Text(c"PXAT"))?;
+            push(Word::Repeated(at))?;
         }
         Some(n)
     }

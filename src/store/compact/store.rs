@@ -20,7 +20,7 @@ use crate::ffi::key::Key;
 use crate::ffi::module_type::{ModuleType, TypeValue};
 use crate::ffi::{Arg, CallError, ModuleString, Propagate, Word, MAX_WORDS};
 use crate::relocate::Relocate;
-use crate::store::compact::effect::{Effect, Token};
+use crate::store::compact::effect::Effect;
 use crate::store::compact::{CompactLog, Held, Hold, Run};
 use crate::window::{Charge, NoFreeMember, WindowLog};
 
@@ -330,16 +330,8 @@ impl<'c> CompactStore<'c> {
     /// when they fit (the usual TRIM, ADD, PXAT, a few REMOVEs), else as
     /// strings.
     fn propagate(&self, effect: &Effect) -> Result<(), CallError> {
-        let mut tokens = [Token::Int(0); MAX_WORDS];
-        if let Some(n) = effect.words(&mut tokens) {
-            let mut words = [Word::Int(0); MAX_WORDS];
-            for (w, t) in words.iter_mut().zip(tokens.iter()).take(n) {
-                *w = match *t {
-                    Token::Word(text) => Word::Text(text),
-                    Token::Int(v) => Word::Int(v),
-                    Token::Repeated(v) => Word::Repeated(v),
-                };
-            }
+        let mut words = [Word::Int(0); MAX_WORDS];
+        if let Some(n) = effect.words(&mut words) {
             return crate::ffi::replicate_words(
                 self.ctx,
                 APPLY,
