@@ -20,7 +20,7 @@ use crate::ffi::key::Key;
 use crate::ffi::module_type::{ModuleType, TypeValue};
 use crate::ffi::{Arg, CallError, ModuleString, Propagate, Word, MAX_WORDS};
 use crate::relocate::Relocate;
-use crate::store::compact::effect::Effect;
+use crate::store::compact::effect::{ApplyError, Effect};
 use crate::store::compact::{CompactLog, Held, Hold, Run};
 use crate::window::{Charge, NoFreeMember, WindowLog};
 
@@ -464,13 +464,12 @@ impl WindowLog for CompactStore<'_> {
 /// compact log: the caller checked): checked first, so a refused effect
 /// changes nothing; then the key's events fire as for the call that made
 /// it. The caller propagates the command as it came.
-pub fn apply(ctx: &Context, name: &Arg, key: Key<'_>, effect: &Effect) -> Result<(), String> {
-    let text = |e: CallError| e.to_string();
+pub fn apply(ctx: &Context, name: &Arg, key: Key<'_>, effect: &Effect) -> Result<(), ApplyError> {
     let mut store = CompactStore::from_key(ctx, name, Some(key));
     let Some(key) = store.key.as_mut() else {
         return Ok(());
     };
-    match key.value_mut(&LOG_TYPE).map_err(text)? {
+    match key.value_mut(&LOG_TYPE).map_err(ApplyError::Call)? {
         Some(log) => effect.apply(log)?,
         None => {
             let mut log = CompactLog::new();
@@ -478,12 +477,12 @@ pub fn apply(ctx: &Context, name: &Arg, key: Key<'_>, effect: &Effect) -> Result
             if log.count_entries() == 0 {
                 return Ok(());
             }
-            key.set_value(&LOG_TYPE, log).map_err(text)?;
+            key.set_value(&LOG_TYPE, log).map_err(ApplyError::Call)?;
         }
     }
     if let Some(at) = effect.expire_at {
-        if key.holds(&LOG_TYPE).map_err(text)? {
-            key.set_abs_expire(at).map_err(text)?;
+        if key.holds(&LOG_TYPE).map_err(ApplyError::Call)? {
+            key.set_abs_expire(at).map_err(ApplyError::Call)?;
         }
     }
     store.trimmed = effect.trim.is_some();
