@@ -1,5 +1,5 @@
 //! Command metadata for `COMMAND INFO` / `COMMAND DOCS`: arity, key specs,
-//! argument tree, summary and complexity, as plain data. `ffi::command_info`
+//! argument tree, summary and complexity, as plain data. `ffi::set_command_info`
 //! turns it into the server's structures for `RedisModule_SetCommandInfo`.
 
 use std::ffi::CStr;

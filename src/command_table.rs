@@ -12,7 +12,7 @@ use redis_module::Context;
 use crate::command_info::{self, CommandDoc};
 use crate::commands;
 use crate::counters::Counter;
-use crate::ffi::{self, command_fn, CommandFn, StoreError};
+use crate::ffi::{self, command_fn, CallError, CommandFn};
 
 /// One command.
 pub struct CommandSpec {
@@ -145,12 +145,12 @@ pub fn register(ctx: &Context, compact: bool) -> Result<(), String> {
             continue;
         }
         let name = c.doc.name;
-        let fail = |what: &str, e: StoreError| format!("{what} {}: {e}", name.to_string_lossy());
+        let fail = |what: &str, e: CallError| format!("{what} {}: {e}", name.to_string_lossy());
         ffi::create_command(ctx, name, c.handler, c.flags, c.keys)
             .map_err(|e| fail("cannot create", e))?;
         ffi::set_acl_categories(ctx, name, c.acl_categories)
             .map_err(|e| fail("cannot set the ACL categories of", e))?;
-        ffi::command_info::set_command_info(ctx, c.doc)
+        ffi::set_command_info::set_command_info(ctx, c.doc)
             .map_err(|e| fail("cannot set the command info of", e))?;
     }
     Ok(())

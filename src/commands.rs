@@ -6,11 +6,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
 use crate::args::{self, ArgError, Command, Reply, UndoRequest};
-use crate::ffi::key::{Key, KeyKind};
-use crate::ffi::{Arg, StoreError};
-use crate::store::compact::effect::Effect;
-use crate::store::compact::store::{self as compact_store, LOG_TYPE};
-use crate::store::key_log::KeyLog;
+use crate::ffi::key::Key;
+use crate::ffi::{Arg, CallError};
+use crate::store::compact::effect::{ApplyError, Effect};
+use crate::store::compact::store as compact_store;
+use crate::store::key_log::{self, Held, KeyLog};
 use crate::top::Outcome;
 use crate::window::{self, Detail, KeyedRule, Verdict, WindowLog};
 use crate::{clock, config, counters, member, top::hitters};
@@ -21,6 +21,13 @@ impl From<ArgError> for RedisError {
             ArgError::WrongArity => RedisError::WrongArity,
             other => RedisError::String(other.to_string()),
         }
+    }
+}
+
+/// An effect SLIDEWIN.APPLY refused: its text, as it always was.
+impl From<ApplyError> for RedisError {
+    fn from(e: ApplyError) -> Self {
+        RedisError::String(e.to_string())
     }
 }
 
@@ -307,12 +314,12 @@ fn execute_apply(ctx: &Context, argv: &[Arg]) -> RedisResult {
         return Err(RedisError::WrongArity);
     }
     let words: Vec<&[u8]> = rest.iter().map(|a| a.as_slice()).collect();
-    let effect = Effect::parse(&words).map_err(RedisError::String)?;
+    let effect = Effect::parse(&words)?;
     let key = Key::open_write(ctx, name)?;
-    if key.kind()? != KeyKind::Empty && !key.holds(&LOG_TYPE)? {
-        return Err(StoreError::WrongType.into());
+    if key_log::held(&key)? == Held::Zset {
+        return Err(CallError::WrongType.into());
     }
-    compact_store::apply(ctx, name, key, &effect).map_err(RedisError::String)?;
+    compact_store::apply(ctx, name, key, &effect)?;
     crate::ffi::replicate_verbatim(ctx)?;
     Ok(RedisValue::SimpleStringStatic("OK"))
 }

@@ -1,7 +1,7 @@
 //! The base of the FFI layer, which imports nothing else of it: looking up
 //! a module API function pointer (never unwrapped), the error type of raw
 //! calls and the one status check. `mod.rs`, `string.rs` and
-//! `command_info.rs` build on it.
+//! `set_command_info.rs` build on it.
 
 use std::fmt;
 use std::os::raw::c_int;
@@ -17,7 +17,7 @@ macro_rules! api {
         // out of the static creates no reference to it.
         match unsafe { redis_module::raw::$name } {
             Some(f) => Ok(f),
-            None => Err($crate::ffi::base::StoreError::MissingApi(stringify!($name))),
+            None => Err($crate::ffi::base::CallError::MissingApi(stringify!($name))),
         }
     };
 }
@@ -25,8 +25,8 @@ pub(crate) use api;
 
 /// Errors from raw calls, each with the reply a client should see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreError {
-    /// The key holds something other than a sorted set.
+pub enum CallError {
+    /// The key holds a kind of value the command does not work on.
     WrongType,
     /// The server does not export a function slidewin needs.
     MissingApi(&'static str),
@@ -37,34 +37,34 @@ pub enum StoreError {
     Refused(&'static str),
 }
 
-impl fmt::Display for StoreError {
+impl fmt::Display for CallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             // The server's own text (REDISMODULE_ERRORMSG_WRONGTYPE).
-            StoreError::WrongType => {
+            CallError::WrongType => {
                 f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value")
             }
-            StoreError::MissingApi(name) => write!(f, "ERR this server does not provide {name}"),
-            StoreError::Failed(what) => write!(f, "ERR {what} failed"),
-            StoreError::Refused(why) => write!(f, "ERR {why}"),
+            CallError::MissingApi(name) => write!(f, "ERR this server does not provide {name}"),
+            CallError::Failed(what) => write!(f, "ERR {what} failed"),
+            CallError::Refused(why) => write!(f, "ERR {why}"),
         }
     }
 }
 
-impl From<StoreError> for RedisError {
-    fn from(e: StoreError) -> Self {
+impl From<CallError> for RedisError {
+    fn from(e: CallError) -> Self {
         match e {
-            StoreError::WrongType => RedisError::WrongType,
+            CallError::WrongType => RedisError::WrongType,
             other => RedisError::String(other.to_string()),
         }
     }
 }
 
 /// `REDISMODULE_OK`, or `Failed(what)`: the one status check.
-pub fn status(status: c_int, what: &'static str) -> Result<(), StoreError> {
+pub fn status(status: c_int, what: &'static str) -> Result<(), CallError> {
     if status == raw::REDISMODULE_OK as c_int {
         Ok(())
     } else {
-        Err(StoreError::Failed(what))
+        Err(CallError::Failed(what))
     }
 }

@@ -18,7 +18,7 @@ use std::ptr::NonNull;
 use redis_module::{raw, Context};
 
 use crate::ffi::module_type::{ModuleType, TypeValue};
-use crate::ffi::{api, status as ok_status, ModuleString, RawString, StoreError};
+use crate::ffi::{api, status as ok_status, CallError, ModuleString, RawString};
 
 /// What a key holds, as far as slidewin cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,22 +93,18 @@ impl ScoreRange {
 
 impl<'c> Key<'c> {
     /// Opens `name` for reading and writing.
-    pub fn open_write(ctx: &'c Context, name: &impl RawString) -> Result<Self, StoreError> {
+    pub fn open_write(ctx: &'c Context, name: &impl RawString) -> Result<Self, CallError> {
         let mode = raw::REDISMODULE_READ | raw::REDISMODULE_WRITE;
-        Self::open(ctx, name, mode)?.ok_or(StoreError::Failed("opening the key"))
+        Self::open(ctx, name, mode)?.ok_or(CallError::Failed("opening the key"))
     }
 
     /// Opens `name` for reading only; `None` when the key does not exist
     /// (older servers return no handle for a missing key in read mode).
-    pub fn open_read(ctx: &'c Context, name: &impl RawString) -> Result<Option<Self>, StoreError> {
+    pub fn open_read(ctx: &'c Context, name: &impl RawString) -> Result<Option<Self>, CallError> {
         Self::open(ctx, name, raw::REDISMODULE_READ)
     }
 
-    fn open(
-        ctx: &'c Context,
-        name: &impl RawString,
-        mode: u32,
-    ) -> Result<Option<Self>, StoreError> {
+    fn open(ctx: &'c Context, name: &impl RawString, mode: u32) -> Result<Option<Self>, CallError> {
         let open = api!(RedisModule_OpenKey)?;
         // SAFETY: `ctx.ctx` is the live command context and `name` a valid
         // string owned by the command's argv for the whole call.
@@ -127,7 +123,7 @@ impl<'c> Key<'c> {
     }
 
     /// The type of the value, or `Empty` when the key does not exist.
-    pub fn kind(&self) -> Result<KeyKind, StoreError> {
+    pub fn kind(&self) -> Result<KeyKind, CallError> {
         Ok(match self.raw_kind()? {
             raw::REDISMODULE_KEYTYPE_EMPTY => KeyKind::Empty,
             raw::REDISMODULE_KEYTYPE_ZSET => KeyKind::Zset,
@@ -135,14 +131,14 @@ impl<'c> Key<'c> {
         })
     }
 
-    fn raw_kind(&self) -> Result<isize, StoreError> {
+    fn raw_kind(&self) -> Result<isize, CallError> {
         let key_type = api!(RedisModule_KeyType)?;
         // SAFETY: the handle is open until `self` drops.
         Ok(unsafe { key_type(self.raw()) } as isize)
     }
 
     /// The number of members (0 for a missing key).
-    pub fn cardinality(&self) -> Result<u64, StoreError> {
+    pub fn cardinality(&self) -> Result<u64, CallError> {
         let value_length = api!(RedisModule_ValueLength)?;
         // SAFETY: the handle is open until `self` drops.
         let n = unsafe { value_length(self.raw()) };
@@ -151,12 +147,12 @@ impl<'c> Key<'c> {
 
     /// Starts iterating the members scored within `range`, lowest first.
     /// The iterator stops when the returned [`Range`] drops.
-    pub fn range_first(&mut self, range: ScoreRange) -> Result<Range<'_, 'c>, StoreError> {
+    pub fn range_first(&mut self, range: ScoreRange) -> Result<Range<'_, 'c>, CallError> {
         self.start_range(api!(RedisModule_ZsetFirstInScoreRange)?, range)
     }
 
     /// Starts iterating the members scored within `range`, highest first.
-    pub fn range_last(&mut self, range: ScoreRange) -> Result<Range<'_, 'c>, StoreError> {
+    pub fn range_last(&mut self, range: ScoreRange) -> Result<Range<'_, 'c>, CallError> {
         self.start_range(api!(RedisModule_ZsetLastInScoreRange)?, range)
     }
 
@@ -164,7 +160,7 @@ impl<'c> Key<'c> {
         &mut self,
         start: RangeStart,
         range: ScoreRange,
-    ) -> Result<Range<'_, 'c>, StoreError> {
+    ) -> Result<Range<'_, 'c>, CallError> {
         // SAFETY: the handle is open; the server validates the interval and
         // the key type and returns an error status for a non-zset.
         let status = unsafe {
@@ -182,7 +178,7 @@ impl<'c> Key<'c> {
 
     /// Removes `member`; returns whether it was there. The server deletes the
     /// key when its last member goes.
-    pub fn remove(&mut self, member: &impl RawString) -> Result<bool, StoreError> {
+    pub fn remove(&mut self, member: &impl RawString) -> Result<bool, CallError> {
         let rem = api!(RedisModule_ZsetRem)?;
         let mut deleted: c_int = 0;
         // SAFETY: the handle is open for writing and `member` is a live
@@ -194,7 +190,7 @@ impl<'c> Key<'c> {
 
     /// Adds `member` with `score` unless it exists (ZADD NX); returns whether
     /// it was added. Creates the key when it is missing.
-    pub fn add_nx(&mut self, score: f64, member: &ModuleString<'_>) -> Result<bool, StoreError> {
+    pub fn add_nx(&mut self, score: f64, member: &ModuleString<'_>) -> Result<bool, CallError> {
         let add = api!(RedisModule_ZsetAdd)?;
         let mut flags = raw::REDISMODULE_ZADD_NX as c_int;
         // SAFETY: the handle is open for writing, `member` is a live string and
@@ -205,7 +201,7 @@ impl<'c> Key<'c> {
     }
 
     /// The score of `member`, or `None` when it is not in the set.
-    pub fn score(&mut self, member: &ModuleString<'_>) -> Result<Option<f64>, StoreError> {
+    pub fn score(&mut self, member: &ModuleString<'_>) -> Result<Option<f64>, CallError> {
         let score = api!(RedisModule_ZsetScore)?;
         let mut value = 0.0f64;
         // SAFETY: the handle is open and `member` a live string; the server
@@ -215,7 +211,7 @@ impl<'c> Key<'c> {
     }
 
     /// Sets the key's expiry to the absolute unix time `at_ms`.
-    pub fn set_abs_expire(&mut self, at_ms: i64) -> Result<(), StoreError> {
+    pub fn set_abs_expire(&mut self, at_ms: i64) -> Result<(), CallError> {
         let set = api!(RedisModule_SetAbsExpire)?;
         // SAFETY: the handle is open for writing on an existing key.
         let status = unsafe { set(self.raw(), at_ms) };
@@ -229,7 +225,7 @@ impl Key<'_> {
     /// The server checks the key's type itself (documented: a null type for
     /// an empty key or one not of a module type), so no
     /// `RedisModule_KeyType` call comes first.
-    fn module_value(&self) -> Result<Option<ModuleValue>, StoreError> {
+    fn module_value(&self) -> Result<Option<ModuleValue>, CallError> {
         if let Some(cached) = self.module.get() {
             return Ok(Some(cached));
         }
@@ -251,7 +247,7 @@ impl Key<'_> {
 
     /// The value pointer when the key holds a value of the registered type
     /// `ty`.
-    fn value_of<T: TypeValue>(&self, ty: &ModuleType<T>) -> Result<Option<NonNull<T>>, StoreError> {
+    fn value_of<T: TypeValue>(&self, ty: &ModuleType<T>) -> Result<Option<NonNull<T>>, CallError> {
         let Some(handle) = ty.handle() else {
             return Ok(None);
         };
@@ -262,12 +258,12 @@ impl Key<'_> {
     }
 
     /// Whether the key holds a value of the registered type `ty`.
-    pub fn holds<T: TypeValue>(&self, ty: &ModuleType<T>) -> Result<bool, StoreError> {
+    pub fn holds<T: TypeValue>(&self, ty: &ModuleType<T>) -> Result<bool, CallError> {
         Ok(self.value_of(ty)?.is_some())
     }
 
     /// The value of type `ty` the key holds, if it holds one.
-    pub fn value<T: TypeValue>(&self, ty: &ModuleType<T>) -> Result<Option<&T>, StoreError> {
+    pub fn value<T: TypeValue>(&self, ty: &ModuleType<T>) -> Result<Option<&T>, CallError> {
         // SAFETY: the key holds a value of `ty`, the one type made for `T`,
         // so the pointer is a live `Box<T>` owned by the server (read from
         // it, or kept since: while the handle is open only its `set_value`
@@ -281,7 +277,7 @@ impl Key<'_> {
     pub fn value_mut<T: TypeValue>(
         &mut self,
         ty: &ModuleType<T>,
-    ) -> Result<Option<&mut T>, StoreError> {
+    ) -> Result<Option<&mut T>, CallError> {
         // SAFETY: as in `value`; the key is borrowed mutably for as long as
         // the reference lives, so nothing else reaches the value meanwhile.
         Ok(self.value_of(ty)?.map(|mut v| unsafe { v.as_mut() }))
@@ -295,12 +291,12 @@ impl Key<'_> {
         &mut self,
         ty: &ModuleType<T>,
         make: impl FnOnce() -> T,
-    ) -> Result<&mut T, StoreError> {
+    ) -> Result<&mut T, CallError> {
         if !self.holds(ty)? {
             self.set_value(ty, make())?;
         }
         self.value_mut(ty)?
-            .ok_or(StoreError::Failed("reading the compact log"))
+            .ok_or(CallError::Failed("reading the compact log"))
     }
 
     /// Stores `value` as the key's value of type `ty` (the key must be
@@ -309,11 +305,11 @@ impl Key<'_> {
         &mut self,
         ty: &ModuleType<T>,
         value: T,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), CallError> {
         let set = api!(RedisModule_ModuleTypeSetValue)?;
         let handle = ty
             .handle()
-            .ok_or(StoreError::Failed("the compact log type is not registered"))?;
+            .ok_or(CallError::Failed("the compact log type is not registered"))?;
         let ptr = ModuleType::<T>::into_raw(value);
         // Whatever the key held is gone or about to be.
         self.module.set(None);
@@ -323,7 +319,7 @@ impl Key<'_> {
         if status != raw::REDISMODULE_OK as c_int {
             // SAFETY: not taken by the server: ours to free, once.
             drop(unsafe { Box::from_raw(ptr.cast::<T>()) });
-            return Err(StoreError::Failed("storing the compact log"));
+            return Err(CallError::Failed("storing the compact log"));
         }
         // The key now holds exactly this value of this type.
         if let (Some(t), Some(v)) = (NonNull::new(handle), NonNull::new(ptr)) {
@@ -333,7 +329,7 @@ impl Key<'_> {
     }
 
     /// Deletes the key (its value is freed by the server).
-    pub fn delete(&mut self) -> Result<(), StoreError> {
+    pub fn delete(&mut self) -> Result<(), CallError> {
         let delete = api!(RedisModule_DeleteKey)?;
         self.module.set(None);
         // SAFETY: an open write handle.
@@ -361,7 +357,7 @@ impl Range<'_, '_> {
     pub fn current<'c>(
         &self,
         ctx: &'c Context,
-    ) -> Result<Option<(ModuleString<'c>, f64)>, StoreError> {
+    ) -> Result<Option<(ModuleString<'c>, f64)>, CallError> {
         let current = api!(RedisModule_ZsetRangeCurrentElement)?;
         let mut score = 0.0f64;
         // SAFETY: the range was started on this open key; the returned string
@@ -375,26 +371,26 @@ impl Range<'_, '_> {
     }
 
     /// The score under the iterator, or `None` past the end.
-    pub fn current_score(&self, ctx: &Context) -> Result<Option<f64>, StoreError> {
+    pub fn current_score(&self, ctx: &Context) -> Result<Option<f64>, CallError> {
         Ok(self.current(ctx)?.map(|(_, score)| score))
     }
 
     /// Moves to the next member; false when the range is exhausted.
-    pub fn advance(&mut self) -> Result<bool, StoreError> {
+    pub fn advance(&mut self) -> Result<bool, CallError> {
         let next = api!(RedisModule_ZsetRangeNext)?;
         // SAFETY: the range was started on this open key.
         Ok(unsafe { next(self.key.raw()) } != 0)
     }
 
     /// Moves to the previous member; false when the range is exhausted.
-    pub fn retreat(&mut self) -> Result<bool, StoreError> {
+    pub fn retreat(&mut self) -> Result<bool, CallError> {
         let prev = api!(RedisModule_ZsetRangePrev)?;
         // SAFETY: the range was started on this open key.
         Ok(unsafe { prev(self.key.raw()) } != 0)
     }
 
     /// Whether the iterator is past the last member of the range.
-    pub fn end_reached(&self) -> Result<bool, StoreError> {
+    pub fn end_reached(&self) -> Result<bool, CallError> {
         let end = api!(RedisModule_ZsetRangeEndReached)?;
         // SAFETY: the range was started on this open key.
         Ok(unsafe { end(self.key.raw()) } != 0)
@@ -402,7 +398,7 @@ impl Range<'_, '_> {
 
     /// Moves `steps` members forward (or backward), stopping early at the
     /// end of the range; returns whether the iterator is still on a member.
-    pub fn skip(&mut self, steps: u64, forward: bool) -> Result<bool, StoreError> {
+    pub fn skip(&mut self, steps: u64, forward: bool) -> Result<bool, CallError> {
         for _ in 0..steps {
             let moved = if forward {
                 self.advance()?

@@ -4,7 +4,7 @@
 //! capability checks, keyspace notifications, signal-modified, key
 //! positions, module options and configuration, INFO, command creation and
 //! ACL categories, the server log and the panic hook; `replicate.rs`
-//! propagates effects to replicas and the AOF; `command_info.rs`
+//! propagates effects to replicas and the AOF; `set_command_info.rs`
 //! hands COMMAND DOCS metadata to the server; `key.rs` is the handle of a
 //! key of any type. Only this layer holds `unsafe`.
 
@@ -14,17 +14,17 @@ use std::os::raw::c_int;
 use redis_module::{raw, Context, RedisString};
 
 pub mod base;
-pub mod command_info;
 pub mod key;
 pub mod module_type;
 pub mod replicate;
+pub mod set_command_info;
 pub mod string;
 
 pub use replicate::{replicate_verbatim, replicate_words, Propagate, Word, MAX_WORDS};
 pub use string::ModuleString;
 
 pub(crate) use base::api;
-pub use base::{status, StoreError};
+pub use base::{status, CallError};
 
 /// A live server string: one of the command's arguments, or one this code
 /// created ([`ModuleString`]).
@@ -147,12 +147,12 @@ pub fn is_keys_position_request(ctx: &Context) -> bool {
 }
 
 /// Reports argument `pos` as a key, answering a key-position request.
-pub fn key_at_pos(ctx: &Context, argc: usize, pos: usize) -> Result<(), StoreError> {
+pub fn key_at_pos(ctx: &Context, argc: usize, pos: usize) -> Result<(), CallError> {
     let key_at_pos = api!(RedisModule_KeyAtPos)?;
     if pos >= argc {
-        return Err(StoreError::Failed("reporting a key position"));
+        return Err(CallError::Failed("reporting a key position"));
     }
-    let pos = c_int::try_from(pos).map_err(|_| StoreError::Failed("reporting a key position"))?;
+    let pos = c_int::try_from(pos).map_err(|_| CallError::Failed("reporting a key position"))?;
     // SAFETY: the context of a key-position request, and a position inside
     // the command's argv (checked above).
     unsafe { key_at_pos(ctx.ctx, pos) };
@@ -313,7 +313,7 @@ pub fn create_command(
     handler: CommandFn,
     flags: &CStr,
     keys: (c_int, c_int, c_int),
-) -> Result<(), StoreError> {
+) -> Result<(), CallError> {
     let create = api!(RedisModule_CreateCommand)?;
     // SAFETY: the load-time context, NUL-terminated name and flags (copied
     // by the server) and a handler of the type the server calls.
@@ -337,7 +337,7 @@ pub fn set_acl_categories(
     ctx: &Context,
     name: &CStr,
     categories: &CStr,
-) -> Result<bool, StoreError> {
+) -> Result<bool, CallError> {
     let Ok(set) = api!(RedisModule_SetCommandACLCategories) else {
         return Ok(false);
     };
@@ -350,12 +350,12 @@ pub fn set_acl_categories(
 }
 
 /// The handle of a command this module created.
-pub fn get_command(ctx: &Context, name: &CStr) -> Result<*mut raw::RedisModuleCommand, StoreError> {
+pub fn get_command(ctx: &Context, name: &CStr) -> Result<*mut raw::RedisModuleCommand, CallError> {
     let get = api!(RedisModule_GetCommand)?;
     // SAFETY: the load-time context and a NUL-terminated command name.
     let command = unsafe { get(ctx.ctx, name.as_ptr()) };
     if command.is_null() {
-        Err(StoreError::Failed("looking up the command"))
+        Err(CallError::Failed("looking up the command"))
     } else {
         Ok(command)
     }

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use redis_module::{raw, Context};
 
-use super::base::{api, StoreError};
+use super::base::{api, CallError};
 use crate::relocate::Relocate;
 
 /// A value the server can hold under a module data type.
@@ -73,7 +73,7 @@ impl<T: TypeValue> ModuleType<T> {
     }
 
     /// Registers the type (only possible while the module loads).
-    pub fn create(&self, ctx: &Context) -> Result<(), StoreError> {
+    pub fn create(&self, ctx: &Context) -> Result<(), CallError> {
         let create = api!(RedisModule_CreateDataType)?;
         // SAFETY: `RedisModuleTypeMethods` is a plain C struct of a version
         // and optional function pointers; all-zero is "no callback".
@@ -94,7 +94,7 @@ impl<T: TypeValue> ModuleType<T> {
         // and a methods struct the server copies before returning.
         let ptr = unsafe { create(ctx.ctx, T::NAME.as_ptr(), T::ENCODING_VERSION, &mut methods) };
         if ptr.is_null() {
-            return Err(StoreError::Failed("registering the data type"));
+            return Err(CallError::Failed("registering the data type"));
         }
         self.ptr.store(ptr, Ordering::Relaxed);
         Ok(())

@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 
 use redis_module::{raw, Context};
 
-use super::base::{api, status, StoreError};
+use super::base::{api, status, CallError};
 use super::{ModuleString, RawString};
 
 /// One command to propagate to replicas and the AOF, built argument by
@@ -112,20 +112,20 @@ impl<'a> Propagate<'a> {
     }
 
     /// An integer, in decimal.
-    pub fn int(self, v: i64) -> Result<Self, StoreError> {
+    pub fn int(self, v: i64) -> Result<Self, CallError> {
         let s = ModuleString::from_i64(self.ctx, v)?;
         Ok(self.own(s))
     }
 
     /// A fixed word such as `-inf`.
-    pub fn word(self, w: &'static CStr) -> Result<Self, StoreError> {
+    pub fn word(self, w: &'static CStr) -> Result<Self, CallError> {
         let s = ModuleString::from_bytes(self.ctx, w.to_bytes())?;
         Ok(self.own(s))
     }
 
     /// Propagates the command (wrapped with the call's other effects in
     /// MULTI/EXEC by the server).
-    pub fn send(mut self) -> Result<(), StoreError> {
+    pub fn send(mut self) -> Result<(), CallError> {
         let replicate = api!(RedisModule_Replicate)?;
         let argv = self.argv.as_mut_slice();
         // SAFETY: the live command context; "v" is followed by a pointer to
@@ -147,7 +147,8 @@ impl<'a> Propagate<'a> {
     }
 }
 
-/// A word of a command propagated by [`replicate_words`].
+/// A word of a command propagated by [`replicate_words`]; a compact log's
+/// effect writes its words as these (`Effect::words`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Word {
     /// An integer seldom sent twice: formatted on the stack each time,
@@ -384,10 +385,10 @@ pub fn replicate_words(
     command: &CStr,
     key: &impl RawString,
     words: &[Word],
-) -> Result<(), StoreError> {
+) -> Result<(), CallError> {
     let replicate = api!(RedisModule_Replicate)?;
     if words.len() > MAX_WORDS {
-        return Err(StoreError::Failed("replicating (too many words)"));
+        return Err(CallError::Failed("replicating (too many words)"));
     }
     // "s" for the key, one letter a word, NUL.
     let mut fmt = [0u8; MAX_WORDS + 2];
@@ -402,7 +403,7 @@ pub fn replicate_words(
             bufs.get_mut(i),
             evicted.get_mut(i),
         ) else {
-            return Err(StoreError::Failed("replicating (too many words)"));
+            return Err(CallError::Failed("replicating (too many words)"));
         };
         (*letter, *slot) = match *w {
             Word::Text(t) => match keyword(t) {
@@ -465,7 +466,7 @@ pub fn replicate_words(
             10 => replicate_with!(0 1 2 3 4 5 6 7 8 9),
             11 => replicate_with!(0 1 2 3 4 5 6 7 8 9 10),
             12 => replicate_with!(0 1 2 3 4 5 6 7 8 9 10 11),
-            _ => return Err(StoreError::Failed("replicating (too many words)")),
+            _ => return Err(CallError::Failed("replicating (too many words)")),
         };
         r
     };
@@ -475,7 +476,7 @@ pub fn replicate_words(
 }
 
 /// Propagates the running command as it came (`RedisModule_ReplicateVerbatim`).
-pub fn replicate_verbatim(ctx: &Context) -> Result<(), StoreError> {
+pub fn replicate_verbatim(ctx: &Context) -> Result<(), CallError> {
     let verbatim = api!(RedisModule_ReplicateVerbatim)?;
     // SAFETY: the live command context.
     status(unsafe { verbatim(ctx.ctx) }, "replicating")

@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 
 use redis_module::{raw, Context};
 
-use crate::ffi::base::{api, status as ok_status, StoreError};
+use crate::ffi::base::{api, status as ok_status, CallError};
 
 /// A module string this code created and must free.
 pub struct ModuleString<'c> {
@@ -16,24 +16,24 @@ pub struct ModuleString<'c> {
 
 impl<'c> ModuleString<'c> {
     /// The decimal string of `v`, as the server would print it.
-    pub fn from_i64(ctx: &'c Context, v: i64) -> Result<Self, StoreError> {
+    pub fn from_i64(ctx: &'c Context, v: i64) -> Result<Self, CallError> {
         let create = api!(RedisModule_CreateStringFromLongLong)?;
         // SAFETY: `ctx.ctx` is the live context of the running command.
         let ptr = unsafe { create(ctx.ctx, v) };
         NonNull::new(ptr)
             .map(|ptr| ModuleString { ctx, ptr })
-            .ok_or(StoreError::Failed("creating a string"))
+            .ok_or(CallError::Failed("creating a string"))
     }
 
     /// A copy of `bytes`.
-    pub fn from_bytes(ctx: &'c Context, bytes: &[u8]) -> Result<Self, StoreError> {
+    pub fn from_bytes(ctx: &'c Context, bytes: &[u8]) -> Result<Self, CallError> {
         let create = api!(RedisModule_CreateString)?;
         // SAFETY: `ctx.ctx` is the live context of the running command;
         // `bytes` is valid for `bytes.len()` bytes and the server copies them.
         let ptr = unsafe { create(ctx.ctx, bytes.as_ptr().cast(), bytes.len()) };
         NonNull::new(ptr)
             .map(|ptr| ModuleString { ctx, ptr })
-            .ok_or(StoreError::Failed("creating a string"))
+            .ok_or(CallError::Failed("creating a string"))
     }
 
     /// The string as an integer, when it is the canonical decimal form of

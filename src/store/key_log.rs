@@ -9,7 +9,7 @@ use redis_module::Context;
 
 use crate::config::{self, LogType};
 use crate::ffi::key::{Key, KeyKind};
-use crate::ffi::{Arg, StoreError};
+use crate::ffi::{Arg, CallError};
 use crate::store::compact::store::{CompactStore, LOG_TYPE};
 use crate::store::zset_log::ZsetLog;
 use crate::window::{Charge, WindowLog};
@@ -19,21 +19,41 @@ pub enum KeyLog<'c> {
     Compact(CompactStore<'c>),
 }
 
-/// Which store a key opened as `key` is (`None`: missing, read-only).
-fn store_of(key: Option<&Key<'_>>) -> Result<Option<LogType>, StoreError> {
-    let Some(key) = key else {
-        return Ok(None);
-    };
+/// What an open key holds, as a log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// Nothing: the key does not exist.
+    Empty,
+    Zset,
+    Compact,
+}
+
+/// What `key` holds: a sorted set, a compact log or nothing; any other type
+/// is WRONGTYPE. The one type check of the log commands (SLIDEWIN.APPLY
+/// refuses a sorted set on top of it).
+pub fn held(key: &Key<'_>) -> Result<Held, CallError> {
     match key.kind()? {
-        KeyKind::Zset => Ok(Some(LogType::Zset)),
-        KeyKind::Empty => Ok(Some(config::log_type())),
-        KeyKind::Other if key.holds(&LOG_TYPE)? => Ok(Some(LogType::Compact)),
-        KeyKind::Other => Err(StoreError::WrongType),
+        KeyKind::Zset => Ok(Held::Zset),
+        KeyKind::Empty => Ok(Held::Empty),
+        KeyKind::Other if key.holds(&LOG_TYPE)? => Ok(Held::Compact),
+        KeyKind::Other => Err(CallError::WrongType),
     }
 }
 
+/// Which store a key opened as `key` is (`None`: missing, read-only).
+fn store_of(key: Option<&Key<'_>>) -> Result<Option<LogType>, CallError> {
+    let Some(key) = key else {
+        return Ok(None);
+    };
+    Ok(Some(match held(key)? {
+        Held::Zset => LogType::Zset,
+        Held::Empty => config::log_type(),
+        Held::Compact => LogType::Compact,
+    }))
+}
+
 impl<'c> KeyLog<'c> {
-    fn of(ctx: &'c Context, name: &'c Arg, key: Option<Key<'c>>) -> Result<Self, StoreError> {
+    fn of(ctx: &'c Context, name: &'c Arg, key: Option<Key<'c>>) -> Result<Self, CallError> {
         Ok(match store_of(key.as_ref())? {
             Some(LogType::Compact) => KeyLog::Compact(CompactStore::from_key(ctx, name, key)),
             Some(LogType::Zset) | None => KeyLog::Zset(ZsetLog::from_key(ctx, name, key)),
@@ -41,18 +61,18 @@ impl<'c> KeyLog<'c> {
     }
 
     /// Opens `name` for a write.
-    pub fn open_write(ctx: &'c Context, name: &'c Arg) -> Result<Self, StoreError> {
+    pub fn open_write(ctx: &'c Context, name: &'c Arg) -> Result<Self, CallError> {
         Self::of(ctx, name, Some(Key::open_write(ctx, name)?))
     }
 
     /// Opens `name` for reading only; a missing key reads as an empty log.
-    pub fn open_read(ctx: &'c Context, name: &'c Arg) -> Result<Self, StoreError> {
+    pub fn open_read(ctx: &'c Context, name: &'c Arg) -> Result<Self, CallError> {
         Self::of(ctx, name, Key::open_read(ctx, name)?)
     }
 
     /// SLIDEWIN.UNDO at `now_ms`: removes the given members (or tokens);
     /// returns how many were there.
-    pub fn remove_members(&mut self, members: &[Arg], now_ms: i64) -> Result<u64, StoreError> {
+    pub fn remove_members(&mut self, members: &[Arg], now_ms: i64) -> Result<u64, CallError> {
         match self {
             KeyLog::Zset(l) => l.remove_members(members, now_ms),
             KeyLog::Compact(l) => l.remove_members(members, now_ms),
@@ -76,44 +96,44 @@ macro_rules! forward {
 }
 
 impl WindowLog for KeyLog<'_> {
-    type Error = StoreError;
+    type Error = CallError;
 
-    fn trim(&mut self, cutoff_ms: i64) -> Result<u64, StoreError> {
+    fn trim(&mut self, cutoff_ms: i64) -> Result<u64, CallError> {
         forward!(self, l => l.trim(cutoff_ms))
     }
 
-    fn count(&self) -> Result<u64, StoreError> {
+    fn count(&self) -> Result<u64, CallError> {
         forward!(self, l => l.count())
     }
 
-    fn count_above(&mut self, cutoff_ms: i64) -> Result<u64, StoreError> {
+    fn count_above(&mut self, cutoff_ms: i64) -> Result<u64, CallError> {
         forward!(self, l => l.count_above(cutoff_ms))
     }
 
-    fn nth_above(&mut self, cutoff_ms: i64, k: u64, n: u64) -> Result<Option<f64>, StoreError> {
+    fn nth_above(&mut self, cutoff_ms: i64, k: u64, n: u64) -> Result<Option<f64>, CallError> {
         forward!(self, l => l.nth_above(cutoff_ms, k, n))
     }
 
-    fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, StoreError> {
+    fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, CallError> {
         forward!(self, l => l.newest_above(min_ms))
     }
 
-    fn newest_entry(&mut self) -> Result<Option<(f64, Option<i64>)>, StoreError> {
+    fn newest_entry(&mut self) -> Result<Option<(f64, Option<i64>)>, CallError> {
         forward!(self, l => l.newest_entry())
     }
 
-    fn has_member(&mut self, id: i64) -> Result<bool, StoreError> {
+    fn has_member(&mut self, id: i64) -> Result<bool, CallError> {
         forward!(self, l => l.has_member(id))
     }
 
-    fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, StoreError> {
+    fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, CallError> {
         forward!(self, l => l.add(now_ms, id))
     }
 
-    fn expire_at(&mut self, at_ms: i64) -> Result<(), StoreError> {
+    fn expire_at(&mut self, at_ms: i64) -> Result<(), CallError> {
         forward!(self, l => l.expire_at(at_ms))
     }
-    fn charge(&mut self, request: &[u8]) -> Result<Option<Charge>, StoreError> {
+    fn charge(&mut self, request: &[u8]) -> Result<Option<Charge>, CallError> {
         forward!(self, l => l.charge(request))
     }
 
@@ -123,11 +143,11 @@ impl WindowLog for KeyLog<'_> {
         score_ms: f64,
         held: u64,
         to: u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), CallError> {
         forward!(self, l => l.add_units(request, score_ms, held, to))
     }
 
-    fn remove_units(&mut self, request: &[u8], keep: u64, held: u64) -> Result<u64, StoreError> {
+    fn remove_units(&mut self, request: &[u8], keep: u64, held: u64) -> Result<u64, CallError> {
         forward!(self, l => l.remove_units(request, keep, held))
     }
 }

@@ -16,7 +16,7 @@ use redis_module::{raw, Context};
 
 use crate::ffi::key::{Key, KeyKind, ScoreRange};
 use crate::ffi::ModuleString;
-use crate::ffi::{Arg, Propagate, StoreError};
+use crate::ffi::{Arg, CallError, Propagate};
 use crate::member;
 use crate::window::{Charge, NoFreeMember, WindowLog};
 
@@ -53,9 +53,9 @@ impl Drop for ZsetLog<'_> {
     }
 }
 
-impl From<NoFreeMember> for StoreError {
+impl From<NoFreeMember> for CallError {
     fn from(_: NoFreeMember) -> Self {
-        StoreError::Failed("finding a free member")
+        CallError::Failed("finding a free member")
     }
 }
 
@@ -79,7 +79,7 @@ impl<'c> ZsetLog<'c> {
     /// (`#...`) is never removed by member; anything else is removed as
     /// the member it names. Removing an id scored `now_ms` raises the
     /// fence (see `member.rs`). Replicates `ZREM key <removed members>`.
-    pub fn remove_members(&mut self, members: &[Arg], now_ms: i64) -> Result<u64, StoreError> {
+    pub fn remove_members(&mut self, members: &[Arg], now_ms: i64) -> Result<u64, CallError> {
         let ctx = self.ctx;
         let Some(key) = existing_in(&mut self.key)? else {
             return Ok(0);
@@ -111,13 +111,13 @@ impl<'c> ZsetLog<'c> {
     }
 
     /// Replicates and announces the removal of `removed`; returns how many.
-    fn removed(&mut self, removed: Vec<ModuleString<'c>>) -> Result<u64, StoreError> {
+    fn removed(&mut self, removed: Vec<ModuleString<'c>>) -> Result<u64, CallError> {
         if removed.is_empty() {
             return Ok(0);
         }
         self.modified = true;
         let Some(key) = self.key.as_ref() else {
-            return Err(StoreError::Failed("removing from a missing key"));
+            return Err(CallError::Failed("removing from a missing key"));
         };
         let emptied = key.kind()? == KeyKind::Empty;
         Propagate::new(self.ctx, c"ZREM")
@@ -133,7 +133,7 @@ impl<'c> ZsetLog<'c> {
 
     /// Whether unit `unit` of the charge under `request` is in the key, and
     /// its score.
-    fn unit_score(&mut self, request: &[u8], unit: u64) -> Result<Option<f64>, StoreError> {
+    fn unit_score(&mut self, request: &[u8], unit: u64) -> Result<Option<f64>, CallError> {
         let ctx = self.ctx;
         let Some(key) = self.existing()? else {
             return Ok(None);
@@ -143,33 +143,33 @@ impl<'c> ZsetLog<'c> {
     }
 
     /// Records an add for the `ZADD` that replicates it (see `added`).
-    fn note_added(&mut self, score_ms: i64, m: ModuleString<'c>) -> Result<(), StoreError> {
+    fn note_added(&mut self, score_ms: i64, m: ModuleString<'c>) -> Result<(), CallError> {
         match &self.added {
             None => self.added = Some((score_ms, m)),
             // Every add of one call has the same score.
             Some((at, _)) if *at == score_ms => self.added_more.push(m),
-            Some(_) => return Err(StoreError::Failed("adding at two times in one call")),
+            Some(_) => return Err(CallError::Failed("adding at two times in one call")),
         }
         Ok(())
     }
 
     /// The key, when it exists and holds entries.
-    fn existing(&mut self) -> Result<Option<&mut Key<'c>>, StoreError> {
+    fn existing(&mut self) -> Result<Option<&mut Key<'c>>, CallError> {
         existing_in(&mut self.key)
     }
 
     /// The key, for a write: from here on the call counts as a change.
-    fn writable(&mut self) -> Result<&mut Key<'c>, StoreError> {
+    fn writable(&mut self) -> Result<&mut Key<'c>, CallError> {
         self.modified = true;
         self.key
             .as_mut()
-            .ok_or(StoreError::Failed("writing a read-only key"))
+            .ok_or(CallError::Failed("writing a read-only key"))
     }
 
     /// Propagates `ZADD key now m1 [now m2 ...]` for the members added
     /// since the last call (the strings themselves, no new formatting) and
     /// fires `zadd`; nothing when none was added.
-    fn replicate_added(&mut self) -> Result<(), StoreError> {
+    fn replicate_added(&mut self) -> Result<(), CallError> {
         let Some((now_ms, first)) = self.added.take() else {
             return Ok(());
         };
@@ -194,7 +194,7 @@ impl<'c> ZsetLog<'c> {
 /// that callers can borrow the other fields of the log alongside it).
 fn existing_in<'a, 'c>(
     slot: &'a mut Option<Key<'c>>,
-) -> Result<Option<&'a mut Key<'c>>, StoreError> {
+) -> Result<Option<&'a mut Key<'c>>, CallError> {
     match slot {
         Some(key) if key.kind()? == KeyKind::Zset => Ok(Some(key)),
         _ => Ok(None),
@@ -202,9 +202,9 @@ fn existing_in<'a, 'c>(
 }
 
 impl WindowLog for ZsetLog<'_> {
-    type Error = StoreError;
+    type Error = CallError;
 
-    fn trim(&mut self, cutoff_ms: i64) -> Result<u64, StoreError> {
+    fn trim(&mut self, cutoff_ms: i64) -> Result<u64, CallError> {
         let ctx = self.ctx;
         let Some(key) = existing_in(&mut self.key)? else {
             return Ok(0);
@@ -243,14 +243,14 @@ impl WindowLog for ZsetLog<'_> {
         Ok(removed)
     }
 
-    fn count(&self) -> Result<u64, StoreError> {
+    fn count(&self) -> Result<u64, CallError> {
         match &self.key {
             Some(key) => key.cardinality(),
             None => Ok(0),
         }
     }
 
-    fn count_above(&mut self, cutoff_ms: i64) -> Result<u64, StoreError> {
+    fn count_above(&mut self, cutoff_ms: i64) -> Result<u64, CallError> {
         let Some(key) = self.existing()? else {
             return Ok(0);
         };
@@ -268,7 +268,7 @@ impl WindowLog for ZsetLog<'_> {
         Ok(total.saturating_sub(stale))
     }
 
-    fn nth_above(&mut self, cutoff_ms: i64, k: u64, n: u64) -> Result<Option<f64>, StoreError> {
+    fn nth_above(&mut self, cutoff_ms: i64, k: u64, n: u64) -> Result<Option<f64>, CallError> {
         let ctx = self.ctx;
         let Some(key) = self.existing()? else {
             return Ok(None);
@@ -292,7 +292,7 @@ impl WindowLog for ZsetLog<'_> {
         range.current_score(ctx)
     }
 
-    fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, StoreError> {
+    fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, CallError> {
         let ctx = self.ctx;
         let Some(key) = self.existing()? else {
             return Ok(None);
@@ -301,7 +301,7 @@ impl WindowLog for ZsetLog<'_> {
         range.current_score(ctx)
     }
 
-    fn newest_entry(&mut self) -> Result<Option<(f64, Option<i64>)>, StoreError> {
+    fn newest_entry(&mut self) -> Result<Option<(f64, Option<i64>)>, CallError> {
         let ctx = self.ctx;
         let Some(key) = self.existing()? else {
             return Ok(None);
@@ -312,7 +312,7 @@ impl WindowLog for ZsetLog<'_> {
             .map(|(member, score)| (score, member.to_i64().filter(|&id| id >= 0))))
     }
 
-    fn has_member(&mut self, id: i64) -> Result<bool, StoreError> {
+    fn has_member(&mut self, id: i64) -> Result<bool, CallError> {
         let ctx = self.ctx;
         let Some(key) = self.existing()? else {
             return Ok(false);
@@ -321,7 +321,7 @@ impl WindowLog for ZsetLog<'_> {
         Ok(key.score(&m)?.is_some())
     }
 
-    fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, StoreError> {
+    fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, CallError> {
         let ctx = self.ctx;
         let key = self.writable()?;
         let m = ModuleString::from_i64(ctx, id)?;
@@ -332,7 +332,7 @@ impl WindowLog for ZsetLog<'_> {
         Ok(true)
     }
 
-    fn expire_at(&mut self, at_ms: i64) -> Result<(), StoreError> {
+    fn expire_at(&mut self, at_ms: i64) -> Result<(), CallError> {
         self.replicate_added()?;
         let ctx = self.ctx;
         self.writable()?.set_abs_expire(at_ms)?;
@@ -348,7 +348,7 @@ impl WindowLog for ZsetLog<'_> {
     /// prefix `1..=units` (SETTLE removes the highest, UNDO by member never
     /// removes one), so the count is found by a binary search: O(log units)
     /// lookups, not one per unit.
-    fn charge(&mut self, request: &[u8]) -> Result<Option<Charge>, StoreError> {
+    fn charge(&mut self, request: &[u8]) -> Result<Option<Charge>, CallError> {
         let Some(score_ms) = self.unit_score(request, 1)? else {
             return Ok(None);
         };
@@ -359,7 +359,7 @@ impl WindowLog for ZsetLog<'_> {
             lo = hi;
             hi = match hi.checked_mul(2) {
                 Some(h) => h,
-                None => return Err(StoreError::Failed("counting a charge's units")),
+                None => return Err(CallError::Failed("counting a charge's units")),
             };
         }
         while hi - lo > 1 {
@@ -382,7 +382,7 @@ impl WindowLog for ZsetLog<'_> {
         score_ms: f64,
         held: u64,
         to: u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), CallError> {
         // Every score the module gives is a whole millisecond; `as`
         // saturates whatever another writer left.
         let at = score_ms.floor() as i64;
@@ -396,7 +396,7 @@ impl WindowLog for ZsetLog<'_> {
         Ok(())
     }
 
-    fn remove_units(&mut self, request: &[u8], keep: u64, held: u64) -> Result<u64, StoreError> {
+    fn remove_units(&mut self, request: &[u8], keep: u64, held: u64) -> Result<u64, CallError> {
         let ctx = self.ctx;
         let Some(key) = existing_in(&mut self.key)? else {
             return Ok(0);

@@ -26,19 +26,145 @@
 //! argument names itself.
 
 use crate::args::{parse_i64, printable};
+use crate::ffi::{CallError, Word};
+use crate::store::compact::codec::DecodeError;
 use crate::store::compact::{
     Bound, CompactLog, Run, MAX_CHARGES, MAX_ENTRIES, MAX_REQUEST_ID, MAX_RUNS, MAX_SCORE,
     MAX_STRAYS,
 };
 
-/// A word of an effect: an option's name or an integer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Token {
-    Word(&'static std::ffi::CStr),
-    /// An integer seldom seen twice (a member id).
-    Int(i64),
-    /// An integer that calls close in time repeat (a time, a count).
-    Repeated(i64),
+/// Why `SLIDEWIN.APPLY` refused an effect; `Display` gives the reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApplyError {
+    /// `{0} needs a request id`.
+    NoRequestId(&'static str),
+    /// `{0}`'s request id is empty or too long.
+    RequestIdLength(&'static str),
+    /// `{0} needs a value`.
+    NoValue(&'static str),
+    /// `what` is not an integer in `min ..= max`.
+    Integer {
+        what: &'static str,
+        min: i64,
+        max: i64,
+        got: Vec<u8>,
+    },
+    /// LOG without its payload.
+    NoPayload,
+    /// An option that may come once came again.
+    Repeated(&'static str),
+    /// A LOG payload that does not decode.
+    Payload(DecodeError),
+    /// An ADD or a CHARGE (`what`) whose members pass `i64::MAX`.
+    MembersPass {
+        what: &'static str,
+        first: i64,
+        count: i64,
+    },
+    /// A request id cut twice.
+    CutTwice(Vec<u8>),
+    /// An option the command does not know.
+    UnknownOption(Vec<u8>),
+    /// A member removed twice.
+    RemoveTwice(i64),
+    /// A member to remove that the log (after the trim) does not hold.
+    NotInLog(i64),
+    /// A member to remove that is a unit of a charge made with an ID.
+    RemoveCharged(i64),
+    /// A CUT of a request id the log holds no charge under.
+    NoCharge(Vec<u8>),
+    /// A CUT to more units than the charge holds.
+    CutUnits { held: u64, units: u64 },
+    /// A CHARGE of an existing charge at another score than its own.
+    ChargeScore(i64),
+    /// CHARGEs of one request id at different scores.
+    ChargeScores,
+    /// ADD or CHARGE ranges that overlap.
+    AddTwice(i64, i64),
+    /// ADD or CHARGE members the log already holds.
+    AlreadyInLog(i64, i64),
+    /// More entries than a log may hold.
+    Entries,
+    /// A step would pass a bound a log holds.
+    Bound(Bound),
+    /// A raw call on the key failed.
+    Call(CallError),
+}
+
+impl std::fmt::Display for ApplyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use ApplyError as E;
+        match self {
+            E::NoRequestId(what) => write!(f, "ERR {what} needs a request id"),
+            E::RequestIdLength(what) => write!(
+                f,
+                "ERR {what} request-id must be 1 to {MAX_REQUEST_ID} bytes"
+            ),
+            E::NoValue(what) => write!(f, "ERR {what} needs a value"),
+            E::Integer {
+                what,
+                min,
+                max,
+                got,
+            } => write!(
+                f,
+                "ERR {what} must be an integer between {min} and {max}, got '{}'",
+                printable(got)
+            ),
+            E::NoPayload => f.write_str("ERR LOG needs a payload"),
+            E::Repeated(option) => write!(f, "ERR option {option} given more than once"),
+            E::Payload(why) => write!(f, "ERR LOG payload is not a compact log: {why}"),
+            E::MembersPass { what, first, count } => write!(
+                f,
+                "ERR {what} count {count} from member {first} passes {}",
+                i64::MAX
+            ),
+            E::CutTwice(request) => {
+                write!(f, "ERR CUT request-id '{}' given twice", printable(request))
+            }
+            E::UnknownOption(word) => write!(
+                f,
+                "ERR unknown option '{}' (known: LOG, TRIM, REMOVE, CUT, ADD, CHARGE, PXAT)",
+                printable(word)
+            ),
+            E::RemoveTwice(id) => write!(f, "ERR REMOVE member {id} given twice"),
+            E::NotInLog(id) => write!(f, "ERR REMOVE member {id} is not in the log"),
+            E::RemoveCharged(id) => write!(
+                f,
+                "ERR REMOVE member {id} is a unit of a charge made with an ID (CUT removes it)"
+            ),
+            E::NoCharge(request) => write!(
+                f,
+                "ERR CUT request-id '{}' names no charge in the log",
+                printable(request)
+            ),
+            E::CutUnits { held, units } => write!(
+                f,
+                "ERR CUT units must be an integer between 0 and {held}, got {units}"
+            ),
+            E::ChargeScore(s) => {
+                write!(f, "ERR CHARGE score_ms must be the charge's own score, {s}")
+            }
+            E::ChargeScores => {
+                f.write_str("ERR CHARGE score_ms must be one score for one request-id")
+            }
+            E::AddTwice(first, last) => {
+                write!(f, "ERR ADD members {first} to {last} given twice")
+            }
+            E::AlreadyInLog(first, last) => {
+                write!(
+                    f,
+                    "ERR ADD members {first} to {last} are already in the log"
+                )
+            }
+            E::Entries => write!(
+                f,
+                "ERR ADD would make the log hold more than {MAX_ENTRIES} entries"
+            ),
+            E::Bound(b) => write!(f, "ERR {}", b.message()),
+            E::Call(e) => write!(f, "{e}"),
+        }
+    }
 }
 
 /// One effect, parsed.
@@ -64,33 +190,36 @@ pub struct IdOps {
 }
 
 /// A request id argument (1 to [`MAX_REQUEST_ID`] bytes).
-fn request_id(what: &str, bytes: Option<&&[u8]>) -> Result<Vec<u8>, String> {
+fn request_id(what: &'static str, bytes: Option<&&[u8]>) -> Result<Vec<u8>, ApplyError> {
     let Some(bytes) = bytes else {
-        return Err(format!("ERR {what} needs a request id"));
+        return Err(ApplyError::NoRequestId(what));
     };
     if bytes.is_empty() || bytes.len() > MAX_REQUEST_ID {
-        return Err(format!(
-            "ERR {what} request-id must be 1 to {MAX_REQUEST_ID} bytes"
-        ));
+        return Err(ApplyError::RequestIdLength(what));
     }
     Ok(bytes.to_vec())
 }
 
-fn integer(what: &str, bytes: Option<&&[u8]>, min: i64) -> Result<i64, String> {
+fn integer(what: &'static str, bytes: Option<&&[u8]>, min: i64) -> Result<i64, ApplyError> {
     integer_in(what, bytes, min, i64::MAX)
 }
 
-fn integer_in(what: &str, bytes: Option<&&[u8]>, min: i64, max: i64) -> Result<i64, String> {
+fn integer_in(
+    what: &'static str,
+    bytes: Option<&&[u8]>,
+    min: i64,
+    max: i64,
+) -> Result<i64, ApplyError> {
     let Some(bytes) = bytes else {
-        return Err(format!("ERR {what} needs a value"));
+        return Err(ApplyError::NoValue(what));
     };
     parse_i64(bytes)
         .filter(|v| (min..=max).contains(v))
-        .ok_or_else(|| {
-            format!(
-                "ERR {what} must be an integer between {min} and {max}, got '{}'",
-                printable(bytes)
-            )
+        .ok_or_else(|| ApplyError::Integer {
+            what,
+            min,
+            max,
+            got: bytes.to_vec(),
         })
 }
 
@@ -121,7 +250,7 @@ impl Effect {
     }
 
     /// Parses the arguments after the key.
-    pub fn parse(args: &[&[u8]]) -> Result<Effect, String> {
+    pub fn parse(args: &[&[u8]]) -> Result<Effect, ApplyError> {
         let mut e = Effect::default();
         let mut at = 0usize;
         while let Some(word) = args.get(at) {
@@ -129,18 +258,17 @@ impl Effect {
             let rest = args.get(at + 1..).unwrap_or(&[]);
             let used = match upper.as_slice() {
                 b"LOG" => {
-                    let payload = rest.first().ok_or("ERR LOG needs a payload")?;
+                    let payload = rest.first().ok_or(ApplyError::NoPayload)?;
                     if e.log.is_some() {
-                        return Err("ERR option LOG given more than once".into());
+                        return Err(ApplyError::Repeated("LOG"));
                     }
-                    let log = CompactLog::decode(payload)
-                        .map_err(|why| format!("ERR LOG payload is not a compact log: {why}"))?;
+                    let log = CompactLog::decode(payload).map_err(ApplyError::Payload)?;
                     e.log = Some(log);
                     2
                 }
                 b"TRIM" => {
                     if e.trim.is_some() {
-                        return Err("ERR option TRIM given more than once".into());
+                        return Err(ApplyError::Repeated("TRIM"));
                     }
                     e.trim = Some(integer("TRIM cutoff_ms", rest.first(), i64::MIN)?);
                     2
@@ -155,10 +283,11 @@ impl Effect {
                     let count = integer("ADD count", rest.get(2), 1)?;
                     // `first + count - 1` must be a member id too.
                     if first.checked_add(count - 1).is_none() {
-                        return Err(format!(
-                            "ERR ADD count {count} from member {first} passes {}",
-                            i64::MAX
-                        ));
+                        return Err(ApplyError::MembersPass {
+                            what: "ADD",
+                            first,
+                            count,
+                        });
                     }
                     e.add.push(Run {
                         score,
@@ -171,10 +300,7 @@ impl Effect {
                     let request = request_id("CUT", rest.first())?;
                     let units = integer("CUT units", rest.get(1), 0)?;
                     if e.ids_mut().cut.iter().any(|(r, _)| *r == request) {
-                        return Err(format!(
-                            "ERR CUT request-id '{}' given twice",
-                            printable(&request)
-                        ));
+                        return Err(ApplyError::CutTwice(request));
                     }
                     e.ids_mut().cut.push((request, units as u64));
                     3
@@ -185,10 +311,11 @@ impl Effect {
                     let first = integer("CHARGE first_member", rest.get(2), 0)?;
                     let count = integer("CHARGE count", rest.get(3), 1)?;
                     if first.checked_add(count - 1).is_none() {
-                        return Err(format!(
-                            "ERR CHARGE count {count} from member {first} passes {}",
-                            i64::MAX
-                        ));
+                        return Err(ApplyError::MembersPass {
+                            what: "CHARGE",
+                            first,
+                            count,
+                        });
                     }
                     e.ids_mut().charge.push((
                         request,
@@ -202,17 +329,12 @@ impl Effect {
                 }
                 b"PXAT" => {
                     if e.expire_at.is_some() {
-                        return Err("ERR option PXAT given more than once".into());
+                        return Err(ApplyError::Repeated("PXAT"));
                     }
                     e.expire_at = Some(integer("PXAT unix_ms", rest.first(), 0)?);
                     2
                 }
-                _ => {
-                    return Err(format!(
-                    "ERR unknown option '{}' (known: LOG, TRIM, REMOVE, CUT, ADD, CHARGE, PXAT)",
-                    printable(word)
-                ))
-                }
+                _ => return Err(ApplyError::UnknownOption(word.to_vec())),
             };
             at += used;
         }
@@ -221,23 +343,21 @@ impl Effect {
 
     /// Checks the effect against `log` (the key's log, empty when the key
     /// is missing) and applies it; on an error `log` is unchanged.
-    pub fn apply(&self, log: &mut CompactLog) -> Result<(), String> {
+    pub fn apply(&self, log: &mut CompactLog) -> Result<(), ApplyError> {
         let base: &CompactLog = self.log.as_ref().unwrap_or(log);
         let cutoff = self.trim.unwrap_or(i64::MIN);
         let mut removing: Vec<i64> = self.remove.clone();
         removing.sort_unstable();
         if let Some(w) = removing.windows(2).find(|w| w[0] == w[1]) {
-            return Err(format!("ERR REMOVE member {} given twice", w[0]));
+            return Err(ApplyError::RemoveTwice(w[0]));
         }
         for &id in &self.remove {
             if !base.holds_above(id, cutoff) {
-                return Err(format!("ERR REMOVE member {id} is not in the log"));
+                return Err(ApplyError::NotInLog(id));
             }
             // Its score is above the cutoff: its charge survives the trim.
             if base.charged(id) {
-                return Err(format!(
-                    "ERR REMOVE member {id} is a unit of a charge made with an ID (CUT removes it)"
-                ));
+                return Err(ApplyError::RemoveCharged(id));
             }
         }
         // The charges as the trim leaves them: CUT needs one, CHARGE keeps
@@ -246,15 +366,13 @@ impl Effect {
         let mut cutting = 0u64;
         for (request, units) in self.cuts() {
             let Some((_, held)) = alive(request) else {
-                return Err(format!(
-                    "ERR CUT request-id '{}' names no charge in the log",
-                    printable(request)
-                ));
+                return Err(ApplyError::NoCharge(request.clone()));
             };
             if *units > held {
-                return Err(format!(
-                    "ERR CUT units must be an integer between 0 and {held}, got {units}"
-                ));
+                return Err(ApplyError::CutUnits {
+                    held,
+                    units: *units,
+                });
             }
             cutting = cutting.saturating_add(held - units);
         }
@@ -270,13 +388,9 @@ impl Effect {
                 .map(|(_, first)| first.score);
             match alive(request) {
                 Some((s, _)) if s != run.score && !cut_whole => {
-                    return Err(format!(
-                        "ERR CHARGE score_ms must be the charge's own score, {s}"
-                    ))
+                    return Err(ApplyError::ChargeScore(s))
                 }
-                _ if score != Some(run.score) => {
-                    return Err("ERR CHARGE score_ms must be one score for one request-id".into())
-                }
+                _ if score != Some(run.score) => return Err(ApplyError::ChargeScores),
                 _ => {}
             }
         }
@@ -291,15 +405,10 @@ impl Effect {
             .collect();
         adding.sort_unstable();
         if let Some(w) = adding.windows(2).find(|w| w[1].0 <= w[0].1) {
-            return Err(format!(
-                "ERR ADD members {} to {} given twice",
-                w[1].0, w[1].1
-            ));
+            return Err(ApplyError::AddTwice(w[1].0, w[1].1));
         }
         if let Some((first, last)) = base.first_overlap_above(&adding, cutoff) {
-            return Err(format!(
-                "ERR ADD members {first} to {last} are already in the log"
-            ));
+            return Err(ApplyError::AlreadyInLog(first, last));
         }
         // What the log holds after the trim and the removals, plus the adds.
         let mut total = base
@@ -310,17 +419,14 @@ impl Effect {
             total = total.saturating_add(run.count);
         }
         if total > MAX_ENTRIES {
-            return Err(format!(
-                "ERR ADD would make the log hold more than {MAX_ENTRIES} entries"
-            ));
+            return Err(ApplyError::Entries);
         }
         // The bounds on runs and on runs out of member order: what a
         // CHECK's effect does (entries appended at the end, or members
         // given back) cannot pass them when this says so; anything else is
         // applied to a copy first and refused if a step passes one.
         if self.within_bounds(base) {
-            self.apply_checked(log)
-                .map_err(|b| format!("ERR {}", b.message()))
+            self.apply_checked(log).map_err(ApplyError::Bound)
         } else {
             let mut copy = base.clone();
             Effect {
@@ -332,7 +438,7 @@ impl Effect {
                 expire_at: self.expire_at,
             }
             .apply_checked(&mut copy)
-            .map_err(|b| format!("ERR {}", b.message()))?;
+            .map_err(ApplyError::Bound)?;
             *log = copy;
             Ok(())
         }
@@ -431,33 +537,33 @@ impl Effect {
     /// LOG payload, which is bytes). What the store propagates without
     /// formatting strings.
     /// (A CUT or a CHARGE carries a request id, bytes too.)
-    pub fn words<const N: usize>(&self, out: &mut [Token; N]) -> Option<usize> {
+    pub fn words<const N: usize>(&self, out: &mut [Word; N]) -> Option<usize> {
         if self.log.is_some() || !self.cuts().is_empty() || !self.charges().is_empty() {
             return None;
         }
         let mut n = 0usize;
-        let mut push = |t: Token| -> Option<()> {
+        let mut push = |t: Word| -> Option<()> {
             *out.get_mut(n)? = t;
             n += 1;
             Some(())
         };
         if let Some(c) = self.trim {
-            push(Token::Word(c"TRIM"))?;
-            push(Token::Repeated(c))?;
+            push(Word::Text(c"TRIM"))?;
+            push(Word::Repeated(c))?;
         }
         for &id in &self.remove {
-            push(Token::Word(c"REMOVE"))?;
-            push(Token::Int(id))?;
+            push(Word::Text(c"REMOVE"))?;
+            push(Word::Int(id))?;
         }
         for r in &self.add {
-            push(Token::Word(c"ADD"))?;
-            push(Token::Repeated(r.score))?;
-            push(Token::Int(r.first))?;
-            push(Token::Repeated(i64::try_from(r.count).unwrap_or(i64::MAX)))?;
+            push(Word::Text(c"ADD"))?;
+            push(Word::Repeated(r.score))?;
+            push(Word::Int(r.first))?;
+            push(Word::Repeated(i64::try_from(r.count).unwrap_or(i64::MAX)))?;
         }
         if let Some(at) = self.expire_at {
-            push(Token::Word(c"PXAT"))?;
-            push(Token::Repeated(at))?;
+            push(Word::Text(c"PXAT"))?;
+            push(Word::Repeated(at))?;
         }
         Some(n)
     }
@@ -559,7 +665,7 @@ mod tests {
     use super::*;
     use crate::window::WindowLog;
 
-    fn parse(args: &[&str]) -> Result<Effect, String> {
+    fn parse(args: &[&str]) -> Result<Effect, ApplyError> {
         let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         Effect::parse(&bytes)
     }
@@ -648,7 +754,7 @@ mod tests {
             ),
         ];
         for (args, expected) in cases {
-            let err = parse(args).expect_err("must be refused");
+            let err = parse(args).expect_err("must be refused").to_string();
             assert!(err.starts_with(expected), "{args:?}: {err}");
         }
         let before = log_of(&[(10, 1), (20, 2)]);
@@ -680,7 +786,8 @@ mod tests {
             let err = parse(args)
                 .unwrap()
                 .apply(&mut log)
-                .expect_err("must be refused");
+                .expect_err("must be refused")
+                .to_string();
             assert!(err.starts_with(expected), "{args:?}: {err}");
             assert_eq!(log, before, "{args:?} changed the log");
         }
@@ -699,7 +806,9 @@ mod tests {
     #[test]
     fn scores_are_bounded_and_the_limit_counts_after_the_trim() {
         for bad in ["-9223372036854775808", "-1", "9007199254740993"] {
-            let err = parse(&["ADD", bad, "5", "1"]).expect_err("refused");
+            let err = parse(&["ADD", bad, "5", "1"])
+                .expect_err("refused")
+                .to_string();
             assert!(
                 err.starts_with(
                     "ERR ADD score_ms must be an integer between 0 and 9007199254740992"

@@ -18,9 +18,9 @@ use redis_module::{raw, Context};
 
 use crate::ffi::key::Key;
 use crate::ffi::module_type::{ModuleType, TypeValue};
-use crate::ffi::{Arg, ModuleString, Propagate, StoreError, Word, MAX_WORDS};
+use crate::ffi::{Arg, CallError, ModuleString, Propagate, Word, MAX_WORDS};
 use crate::relocate::Relocate;
-use crate::store::compact::effect::{Effect, Token};
+use crate::store::compact::effect::{ApplyError, Effect};
 use crate::store::compact::{CompactLog, Held, Hold, Run};
 use crate::window::{Charge, NoFreeMember, WindowLog};
 
@@ -151,7 +151,7 @@ impl<'c> CompactStore<'c> {
     }
 
     /// The log, when the key holds one.
-    fn log(&self) -> Result<Option<&CompactLog>, StoreError> {
+    fn log(&self) -> Result<Option<&CompactLog>, CallError> {
         match &self.key {
             Some(key) => key.value(&LOG_TYPE),
             None => Ok(None),
@@ -160,11 +160,11 @@ impl<'c> CompactStore<'c> {
 
     /// The log for a change, created in the key when it is missing, held
     /// for the call.
-    fn log_mut(&mut self) -> Result<Held<'_>, StoreError> {
+    fn log_mut(&mut self) -> Result<Held<'_>, CallError> {
         let log = self
             .key
             .as_mut()
-            .ok_or(StoreError::Failed("writing a read-only key"))?
+            .ok_or(CallError::Failed("writing a read-only key"))?
             .value_or_insert_with(&LOG_TYPE, CompactLog::new)?;
         let mut held = self.hold.on(log);
         held.expand();
@@ -172,7 +172,7 @@ impl<'c> CompactStore<'c> {
     }
 
     /// The log, held for the call, when the key holds one.
-    fn held(&mut self) -> Result<Option<Held<'_>>, StoreError> {
+    fn held(&mut self) -> Result<Option<Held<'_>>, CallError> {
         let log = match self.key.as_mut() {
             Some(key) => key.value_mut(&LOG_TYPE)?,
             None => None,
@@ -188,7 +188,7 @@ impl<'c> CompactStore<'c> {
     fn query<R>(
         &mut self,
         f: impl FnOnce(&mut Held<'_>) -> Result<R, NoFreeMember>,
-    ) -> Result<R, StoreError> {
+    ) -> Result<R, CallError> {
         Ok(match self.held()? {
             Some(mut log) => f(&mut log)?,
             None => f(&mut Hold::default().on(&mut CompactLog::new()))?,
@@ -200,7 +200,7 @@ impl<'c> CompactStore<'c> {
     /// member `id` only while it is scored `ms`; anything else is a plain
     /// member, and members that are not member ids cannot be in a compact
     /// log. The units of a charge made with an ID are never removed so.
-    pub fn remove_members(&mut self, members: &[Arg], now_ms: i64) -> Result<u64, StoreError> {
+    pub fn remove_members(&mut self, members: &[Arg], now_ms: i64) -> Result<u64, CallError> {
         let Some(log) = self.log()? else {
             return Ok(0);
         };
@@ -234,7 +234,7 @@ impl<'c> CompactStore<'c> {
             let was_there = self
                 .log_mut()?
                 .remove(id)
-                .map_err(|b| StoreError::Refused(b.message()))?;
+                .map_err(|b| CallError::Refused(b.message()))?;
             if was_there {
                 self.effect.remove.push(id);
                 removed += 1;
@@ -244,7 +244,7 @@ impl<'c> CompactStore<'c> {
     }
 
     /// The charge made under `request`: its score and units.
-    pub fn charge_of(&mut self, request: &[u8]) -> Result<Option<(f64, u64)>, StoreError> {
+    pub fn charge_of(&mut self, request: &[u8]) -> Result<Option<(f64, u64)>, CallError> {
         Ok(self
             .log()?
             .and_then(|l| l.charge_of(request))
@@ -260,7 +260,7 @@ impl<'c> CompactStore<'c> {
         score_ms: f64,
         held: u64,
         to: u64,
-    ) -> Result<Option<f64>, StoreError> {
+    ) -> Result<Option<f64>, CallError> {
         let n = to.saturating_sub(held);
         if n == 0 {
             return Ok(None);
@@ -270,7 +270,7 @@ impl<'c> CompactStore<'c> {
         let added = self
             .log_mut()?
             .add_charge_units(request, score, n)
-            .map_err(|b| StoreError::Refused(b.message()))?;
+            .map_err(|b| CallError::Refused(b.message()))?;
         let Some((score, first)) = added else {
             return Err(NoFreeMember.into());
         };
@@ -280,13 +280,13 @@ impl<'c> CompactStore<'c> {
 
     /// Removes units `keep + 1 ..= held` of the charge under `request` (the
     /// highest first; all: the charge goes); how many it removed.
-    pub fn remove_charge_units(&mut self, request: &[u8], keep: u64) -> Result<u64, StoreError> {
+    pub fn remove_charge_units(&mut self, request: &[u8], keep: u64) -> Result<u64, CallError> {
         let Some(mut log) = self.held()? else {
             return Ok(0);
         };
         let removed = log
             .cut_charge(request, keep)
-            .map_err(|b| StoreError::Refused(b.message()))?;
+            .map_err(|b| CallError::Refused(b.message()))?;
         if removed > 0 {
             self.effect.record_cut(request, keep);
         }
@@ -295,7 +295,7 @@ impl<'c> CompactStore<'c> {
 
     /// Propagates the call's effect, fires its events, signals the key and
     /// deletes the log when the call `emptied` it.
-    fn finish(&mut self, emptied: bool) -> Result<(), StoreError> {
+    fn finish(&mut self, emptied: bool) -> Result<(), CallError> {
         if self.effect.is_empty() {
             return Ok(());
         }
@@ -329,17 +329,9 @@ impl<'c> CompactStore<'c> {
     /// Propagates `SLIDEWIN.APPLY key <effect>`: as words from the stack
     /// when they fit (the usual TRIM, ADD, PXAT, a few REMOVEs), else as
     /// strings.
-    fn propagate(&self, effect: &Effect) -> Result<(), StoreError> {
-        let mut tokens = [Token::Int(0); MAX_WORDS];
-        if let Some(n) = effect.words(&mut tokens) {
-            let mut words = [Word::Int(0); MAX_WORDS];
-            for (w, t) in words.iter_mut().zip(tokens.iter()).take(n) {
-                *w = match *t {
-                    Token::Word(text) => Word::Text(text),
-                    Token::Int(v) => Word::Int(v),
-                    Token::Repeated(v) => Word::Repeated(v),
-                };
-            }
+    fn propagate(&self, effect: &Effect) -> Result<(), CallError> {
+        let mut words = [Word::Int(0); MAX_WORDS];
+        if let Some(n) = effect.words(&mut words) {
             return crate::ffi::replicate_words(
                 self.ctx,
                 APPLY,
@@ -387,9 +379,9 @@ impl Drop for CompactStore<'_> {
 }
 
 impl WindowLog for CompactStore<'_> {
-    type Error = StoreError;
+    type Error = CallError;
 
-    fn trim(&mut self, cutoff_ms: i64) -> Result<u64, StoreError> {
+    fn trim(&mut self, cutoff_ms: i64) -> Result<u64, CallError> {
         let Some(mut log) = self.held()? else {
             return Ok(0);
         };
@@ -402,31 +394,31 @@ impl WindowLog for CompactStore<'_> {
         Ok(removed)
     }
 
-    fn count(&self) -> Result<u64, StoreError> {
+    fn count(&self) -> Result<u64, CallError> {
         Ok(self.log()?.map_or(0, |l| self.hold.count(l)))
     }
 
-    fn count_above(&mut self, cutoff_ms: i64) -> Result<u64, StoreError> {
+    fn count_above(&mut self, cutoff_ms: i64) -> Result<u64, CallError> {
         self.query(|l| l.count_above(cutoff_ms))
     }
 
-    fn nth_above(&mut self, cutoff_ms: i64, k: u64, n: u64) -> Result<Option<f64>, StoreError> {
+    fn nth_above(&mut self, cutoff_ms: i64, k: u64, n: u64) -> Result<Option<f64>, CallError> {
         self.query(|l| l.nth_above(cutoff_ms, k, n))
     }
 
-    fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, StoreError> {
+    fn newest_above(&mut self, min_ms: i64) -> Result<Option<f64>, CallError> {
         self.query(|l| l.newest_above(min_ms))
     }
 
-    fn newest_entry(&mut self) -> Result<Option<(f64, Option<i64>)>, StoreError> {
+    fn newest_entry(&mut self) -> Result<Option<(f64, Option<i64>)>, CallError> {
         self.query(|l| l.newest_entry())
     }
 
-    fn has_member(&mut self, id: i64) -> Result<bool, StoreError> {
+    fn has_member(&mut self, id: i64) -> Result<bool, CallError> {
         self.query(|l| l.has_member(id))
     }
 
-    fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, StoreError> {
+    fn add(&mut self, now_ms: i64, id: i64) -> Result<bool, CallError> {
         // The score the entry was given (the newest one's, past the bound on
         // runs out of member order): the effect carries what was stored.
         let scored = self.log_mut()?.add_scored(now_ms, id);
@@ -436,11 +428,11 @@ impl WindowLog for CompactStore<'_> {
         Ok(scored.is_some())
     }
 
-    fn expire_at(&mut self, at_ms: i64) -> Result<(), StoreError> {
+    fn expire_at(&mut self, at_ms: i64) -> Result<(), CallError> {
         self.log_mut()?.set_expiry(at_ms);
         self.key
             .as_mut()
-            .ok_or(StoreError::Failed("writing a read-only key"))?
+            .ok_or(CallError::Failed("writing a read-only key"))?
             .set_abs_expire(at_ms)?;
         self.effect.expire_at = Some(at_ms);
         Ok(())
@@ -472,13 +464,12 @@ impl WindowLog for CompactStore<'_> {
 /// compact log: the caller checked): checked first, so a refused effect
 /// changes nothing; then the key's events fire as for the call that made
 /// it. The caller propagates the command as it came.
-pub fn apply(ctx: &Context, name: &Arg, key: Key<'_>, effect: &Effect) -> Result<(), String> {
-    let text = |e: StoreError| e.to_string();
+pub fn apply(ctx: &Context, name: &Arg, key: Key<'_>, effect: &Effect) -> Result<(), ApplyError> {
     let mut store = CompactStore::from_key(ctx, name, Some(key));
     let Some(key) = store.key.as_mut() else {
         return Ok(());
     };
-    match key.value_mut(&LOG_TYPE).map_err(text)? {
+    match key.value_mut(&LOG_TYPE).map_err(ApplyError::Call)? {
         Some(log) => effect.apply(log)?,
         None => {
             let mut log = CompactLog::new();
@@ -486,12 +477,12 @@ pub fn apply(ctx: &Context, name: &Arg, key: Key<'_>, effect: &Effect) -> Result
             if log.count_entries() == 0 {
                 return Ok(());
             }
-            key.set_value(&LOG_TYPE, log).map_err(text)?;
+            key.set_value(&LOG_TYPE, log).map_err(ApplyError::Call)?;
         }
     }
     if let Some(at) = effect.expire_at {
-        if key.holds(&LOG_TYPE).map_err(text)? {
-            key.set_abs_expire(at).map_err(text)?;
+        if key.holds(&LOG_TYPE).map_err(ApplyError::Call)? {
+            key.set_abs_expire(at).map_err(ApplyError::Call)?;
         }
     }
     store.trimmed = effect.trim.is_some();

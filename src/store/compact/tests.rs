@@ -296,10 +296,10 @@ proptest! {
         let before = log.clone();
         let args: Vec<&[u8]> = words.iter().map(|w| w.as_slice()).collect();
         match crate::store::compact::effect::Effect::parse(&args) {
-            Err(e) => prop_assert!(e.starts_with("ERR "), "{e}"),
+            Err(e) => prop_assert!(e.to_string().starts_with("ERR "), "{e}"),
             Ok(effect) => match effect.apply(&mut log) {
                 Err(e) => {
-                    prop_assert!(e.starts_with("ERR "), "{e}");
+                    prop_assert!(e.to_string().starts_with("ERR "), "{e}");
                     prop_assert_eq!(&log, &before, "a refused effect changed the log");
                 }
                 Ok(()) => sound(&mut log)?,
@@ -417,7 +417,7 @@ proptest! {
                     let args: Vec<&[u8]> = vec![b"ADD", score.as_bytes(), first.as_bytes(), count.as_bytes()];
                     if let Ok(effect) = crate::store::compact::effect::Effect::parse(&args) {
                         if let Err(e) = effect.apply(&mut log) {
-                            prop_assert!(e.starts_with("ERR "), "{e}");
+                            prop_assert!(e.to_string().starts_with("ERR "), "{e}");
                             prop_assert_eq!(&log, &before, "a refused APPLY changed the log");
                         }
                     }
@@ -504,7 +504,7 @@ fn no_change_makes_a_log_the_loader_refuses() {
         crate::store::compact::effect::Effect::parse(&[b"ADD", b"100000", b"999999999", b"1"])
             .unwrap();
     assert_eq!(
-        add.apply(&mut log),
+        add.apply(&mut log).map_err(|e| e.to_string()),
         Err(format!("ERR the log would hold more than {MAX_RUNS} runs"))
     );
     assert_eq!(log, before);
@@ -552,6 +552,7 @@ fn no_change_makes_a_log_the_loader_refuses() {
         crate::store::compact::effect::Effect::parse(&[b"ADD", s.as_bytes(), f.as_bytes(), b"1"])
             .unwrap()
             .apply(log)
+            .map_err(|e| e.to_string())
     };
     add(&mut log, 1_000, 1_000_000).unwrap();
     for i in 0..MAX_STRAYS as i64 {
@@ -1208,16 +1209,16 @@ proptest! {
                     let req = request(r);
                     let (score, first, count) = ((now + at).max(0).to_string(), first.to_string(), count.to_string());
                     let args: Vec<&[u8]> = vec![b"CHARGE", &req, score.as_bytes(), first.as_bytes(), count.as_bytes()];
-                    let e = Effect::parse(&args).map_err(TestCaseError::fail)?;
-                    let res = e.apply(&mut log);
+                    let e = Effect::parse(&args).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    let res = e.apply(&mut log).map_err(|e| e.to_string());
                     refused(res, &log)?;
                 }
                 ChargeChange::ApplyCut(r, units) => {
                     let req = request(r);
                     let units = units.to_string();
                     let args: Vec<&[u8]> = vec![b"CUT", &req, units.as_bytes()];
-                    let e = Effect::parse(&args).map_err(TestCaseError::fail)?;
-                    let res = e.apply(&mut log);
+                    let e = Effect::parse(&args).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    let res = e.apply(&mut log).map_err(|e| e.to_string());
                     refused(res, &log)?;
                 }
                 ChargeChange::Trim(at) => {
@@ -1460,18 +1461,21 @@ fn charge_effects_reproduce_the_log() {
         let err = Effect::parse(args)
             .unwrap()
             .apply(&mut replica)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with(expected), "{err}");
         assert_eq!(replica, before);
     }
     let long = vec![b'x'; MAX_REQUEST_ID + 1];
-    let err = Effect::parse(&[b"CUT", &long, b"0"]).unwrap_err();
+    let err = Effect::parse(&[b"CUT", &long, b"0"])
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         err,
         format!("ERR CUT request-id must be 1 to {MAX_REQUEST_ID} bytes")
     );
     assert_eq!(
-        Effect::parse(&[b"CHARGE"]).unwrap_err(),
+        Effect::parse(&[b"CHARGE"]).unwrap_err().to_string(),
         "ERR CHARGE needs a request id"
     );
 }

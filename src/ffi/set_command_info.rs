@@ -10,7 +10,7 @@ use std::ptr;
 use redis_module::{raw, Context};
 
 use crate::command_info::{ArgDoc, CommandDoc, Keys};
-use crate::ffi::base::{api, StoreError};
+use crate::ffi::base::{api, CallError};
 
 fn zeroed_arg() -> raw::RedisModuleCommandArg {
     raw::RedisModuleCommandArg {
@@ -121,7 +121,7 @@ fn raw_args(
 }
 
 /// Gives the server the metadata of an already created command.
-pub fn set_command_info(ctx: &Context, doc: &CommandDoc) -> Result<(), StoreError> {
+pub fn set_command_info(ctx: &Context, doc: &CommandDoc) -> Result<(), CallError> {
     let set_info = api!(RedisModule_SetCommandInfo)?;
     let command = super::get_command(ctx, doc.name)?;
     let version = raw::RedisModuleCommandInfoVersion {
