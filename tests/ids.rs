@@ -58,6 +58,7 @@ on_every_log! {
 on_every_server! {
     what_an_id_costs_is_what_performance_md_says => memory_figures;
     plain_calls_after_a_charge_keep_short_members => short_after_charges_zset;
+    a_crafted_charge_layout_costs_only_its_entries => crafted_units;
 }
 
 fn call(c: &mut Connection, command: &str, args: &[&str]) -> Value {
@@ -863,4 +864,32 @@ fn pexpiretime(c: &mut Connection, key: &str) -> i64 {
         .arg(key)
         .query(c)
         .expect("PEXPIRETIME")
+}
+
+/// Another writer lays out a "charge" with units 1, 2, 4 ... 2^40 in a
+/// sorted set: UNDO and SETTLE by its ID cost what the key holds (41
+/// entries), not 2^40 steps, and remove only those entries.
+fn crafted_units(flavor: Flavor) {
+    let server = Options::new(flavor).start();
+    let mut c = server.conn();
+    let mut zadd = redis::cmd("ZADD");
+    zadd.arg("crafted");
+    for p in 0..=40u32 {
+        zadd.arg(1).arg(format!("#{}:r", 1u64 << p));
+    }
+    let _: i64 = zadd.query(&mut c).unwrap();
+    assert_eq!(
+        int(&call(
+            &mut c,
+            "SLIDEWIN.SETTLE",
+            &["crafted", "ID", "r", "COST", "40"]
+        )),
+        40
+    );
+    assert_eq!(
+        int(&call(&mut c, "SLIDEWIN.UNDO", &["crafted", "ID", "r"])),
+        14,
+        "#1, #2, #4 ... #32 and the #33..#40 SETTLE added, nothing beyond"
+    );
+    assert_eq!(zcard(&mut c, "crafted"), 35);
 }

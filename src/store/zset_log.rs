@@ -352,16 +352,18 @@ impl WindowLog for ZsetLog<'_> {
         let Some(score_ms) = self.unit_score(request, 1)? else {
             return Ok(None);
         };
+        // A charge holds at most the key's entries: a key another writer
+        // laid out (`#1:r`, `#2:r`, `#4:r` ... `#2^40:r`) must not make
+        // UNDO or SETTLE walk 2^40 units. So `hi` stops past the entries.
+        let entries = self.count()?;
         // Grow `hi` past the last unit, then search: `lo` is present, `hi`
         // is not.
         let (mut lo, mut hi) = (1u64, 2u64);
-        while self.unit_score(request, hi)?.is_some() {
+        while hi <= entries && self.unit_score(request, hi)?.is_some() {
             lo = hi;
-            hi = match hi.checked_mul(2) {
-                Some(h) => h,
-                None => return Err(CallError::Failed("counting a charge's units")),
-            };
+            hi = hi.saturating_mul(2);
         }
+        hi = hi.min(entries.saturating_add(1)).max(lo.saturating_add(1));
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
             if self.unit_score(request, mid)?.is_some() {
