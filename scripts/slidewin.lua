@@ -339,10 +339,14 @@ end
 local function charge(key, r)
     local score = redis.call('ZSCORE', key, unit_member(1, r))
     if not score then return nil end
+    -- At most the key's entries, as the module: a key another writer laid
+    -- out as #1, #2, #4 ... #2^40 must not make UNDO or SETTLE walk 2^40.
+    local entries = redis.call('ZCARD', key)
     local lo, hi = 1, 2
-    while redis.call('ZSCORE', key, unit_member(hi, r)) do
+    while hi <= entries and redis.call('ZSCORE', key, unit_member(hi, r)) do
         lo, hi = hi, hi * 2
     end
+    hi = math.max(math.min(hi, entries + 1), lo + 1)
     while hi - lo > 1 do
         local mid = lo + math.floor((hi - lo) / 2)
         if redis.call('ZSCORE', key, unit_member(mid, r)) then lo = mid else hi = mid end
