@@ -5,21 +5,55 @@
 //! is the table in docs/testing.md, "Source layout": the one list, kept
 //! with the tree. This file: module load (arguments, configuration, INFO,
 //! commands).
+//!
+//! Every module is private to the crate, so rustc's dead-code lint sees
+//! each item nothing uses, `pub` or not. The one public path is
+//! `fuzzing`, the fuzz targets' facade, built only with the feature
+//! `fuzzing` (fuzz/lib); the module itself exports only what
+//! `redis_module!` generates.
 
-pub mod args;
-pub mod clock;
-pub mod command_info;
-pub mod command_table;
-pub mod commands;
-pub mod config;
-pub mod counters;
-pub mod ffi;
-pub mod member;
-pub mod relocate;
-pub mod stats;
-pub mod store;
-pub mod top;
-pub mod window;
+mod args;
+mod clock;
+mod command_info;
+mod command_table;
+mod commands;
+mod config;
+mod counters;
+mod ffi;
+mod member;
+mod relocate;
+mod stats;
+mod store;
+mod top;
+mod window;
+
+/// The fuzz targets' view of the crate (fuzz/, whose lib/ builds this
+/// source with the feature `fuzzing`): the argument parsers, the decision
+/// and the compact log, nothing of the server. The only public path into
+/// the crate; the module's own build has none, so rustc reports any item
+/// nothing uses.
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing {
+    /// The command argument parsers (`args.rs`).
+    pub mod args {
+        pub use crate::args::{
+            entries_within, mcheck_key_positions, parse, parse_i64, parse_multi, parse_top,
+            printable, ArgError, Bounds, Command, MAX_RULES, MAX_TOP_COUNT,
+        };
+    }
+
+    /// The decision over an abstract log (`window.rs`).
+    pub mod window {
+        pub use crate::window::{check, cutoff, peek, Rule, Verdict, Want, WindowLog};
+    }
+
+    /// The compact log, its oracle and `SLIDEWIN.APPLY`'s effect
+    /// (`store/compact/`).
+    pub mod compact {
+        pub use crate::store::compact::effect::Effect;
+        pub use crate::store::compact::{canonical_by_sorting, CompactLog, Hold, MAX_ENTRIES};
+    }
+}
 
 use redis_module::{redis_module, Context, RedisString, Status};
 
@@ -130,12 +164,9 @@ fn has_command(ctx: &Context, command: &str) -> bool {
     }
 }
 
-/// The release, from Cargo.toml (`CARGO_PKG_VERSION`): INFO's
+/// The release, from Cargo.toml (`CARGO_PKG_VERSION`), as INFO takes it:
 /// `slidewin_version`.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// [`VERSION`] as INFO takes it.
-pub const VERSION_C: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
+pub(crate) const VERSION_C: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
 ) {
     Ok(v) => v,
@@ -145,7 +176,7 @@ pub const VERSION_C: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul
 /// The same release as `MODULE LIST` shows it (`ver`), in the form modules
 /// use: major * 10000 + minor * 100 + patch (0.1.0 is 100, 1.2.3 is 10203).
 /// Each part must stay below 100: a larger one fails the build.
-pub const MODULE_VERSION: i32 = {
+pub(crate) const MODULE_VERSION: i32 = {
     const fn part(s: &str) -> i32 {
         let b = s.as_bytes();
         assert!(!b.is_empty() && b.len() <= 2, "a version part must be 0-99");

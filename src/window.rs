@@ -26,7 +26,8 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// A rule for a call of cost 1.
+    /// A rule for a call of cost 1 (the unit tests and the fuzz targets).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn new(limit: u64, window_ms: i64) -> Self {
         Rule {
             limit,
@@ -415,7 +416,10 @@ fn newest_and_first<L: WindowLog>(log: &mut L) -> Result<(Option<f64>, i64), L::
     Ok((newest.map(|(score, _)| score), first))
 }
 
-/// Runs one `SLIDEWIN.CHECK` against `log` at time `now_ms`.
+/// Runs one `SLIDEWIN.CHECK` against `log` at time `now_ms`, without an
+/// ID (the unit tests and the fuzz targets; the command calls
+/// [`check_request`]).
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn check<L: WindowLog>(
     log: &mut L,
     now_ms: i64,
@@ -878,7 +882,9 @@ fn rule_details<L: WindowLog>(
 /// Runs one `SLIDEWIN.MCHECK`: every rule (its `key` an index into `logs`)
 /// is judged on the same `now_ms`; the call is allowed only if every rule
 /// allows `cost`, and then `cost` entries are added once to each log.
-/// Trim, count, admit, detail.
+/// Trim, count, admit, detail. Without an ID (the unit tests; the command
+/// calls [`mcheck_request`]).
+#[cfg(test)]
 pub fn mcheck<L: WindowLog>(
     logs: &mut [L],
     rules: &[KeyedRule],

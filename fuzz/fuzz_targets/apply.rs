@@ -9,9 +9,9 @@
 mod common;
 
 use libfuzzer_sys::fuzz_target;
-use slidewin::store::compact::effect::Effect;
-use slidewin::store::compact::CompactLog;
-use slidewin::window::WindowLog;
+use slidewin::fuzzing::compact::CompactLog;
+use slidewin::fuzzing::compact::Effect;
+use slidewin::fuzzing::window::WindowLog;
 
 /// The logs each effect is applied to, built by effects themselves.
 fn bases() -> Vec<CompactLog> {

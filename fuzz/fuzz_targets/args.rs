@@ -8,7 +8,7 @@
 mod common;
 
 use libfuzzer_sys::fuzz_target;
-use slidewin::args::{self, ArgError, Bounds, Command, MAX_RULES, MAX_TOP_COUNT};
+use slidewin::fuzzing::args::{self, ArgError, Bounds, Command, MAX_RULES, MAX_TOP_COUNT};
 
 /// Redis's `string2ll` as a reference: what Rust reads as an i64 and
 /// writes back as the same bytes (no `+`, no leading zeros, no `-0`).

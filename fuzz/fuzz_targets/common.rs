@@ -4,8 +4,8 @@
 //! an input into command words.
 #![allow(dead_code)]
 
-use slidewin::store::compact::{canonical_by_sorting, CompactLog, Hold, MAX_ENTRIES};
-use slidewin::window::{self, Rule, Want, WindowLog};
+use slidewin::fuzzing::compact::{canonical_by_sorting, CompactLog, Hold, MAX_ENTRIES};
+use slidewin::fuzzing::window::{self, Rule, Want, WindowLog};
 
 /// Splits an input into words at each `\n` (a word may be empty). A word
 /// `x:` followed by hex digits is those bytes (payloads with any byte, as

@@ -6,7 +6,7 @@
 mod common;
 
 use libfuzzer_sys::fuzz_target;
-use slidewin::store::compact::CompactLog;
+use slidewin::fuzzing::compact::CompactLog;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(log) = CompactLog::decode(data) {

@@ -78,11 +78,6 @@ impl<'c> KeyLog<'c> {
             KeyLog::Compact(l) => l.remove_members(members, now_ms),
         }
     }
-
-    /// Whether the key holds (or, missing, would become) a compact log.
-    pub fn is_compact(&self) -> bool {
-        matches!(self, KeyLog::Compact(_))
-    }
 }
 
 /// Forwards each call to the store the key holds.

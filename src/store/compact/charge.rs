@@ -139,12 +139,6 @@ impl Records {
         self.held.get(i).is_some_and(|&(first, _)| first <= id)
     }
 
-    /// Whether a unit of a charge lies in `first ..= last`.
-    pub fn meets(&self, first: i64, last: i64) -> bool {
-        let i = self.held.partition_point(|&(_, l)| l < first);
-        self.held.get(i).is_some_and(|&(f, _)| f <= last)
-    }
-
     /// Whether [`Records::add_span`] would pass a bound (nothing changed).
     pub fn can_add(&self, request: &[u8], span: Span) -> Result<(), Bound> {
         if !valid_request(request) {

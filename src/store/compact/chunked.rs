@@ -382,13 +382,16 @@ impl Chunked {
         self.expire_at_ms = Some(at_ms);
     }
 
-    /// The absolute expiry set by the last `expire_at`, if any.
+    /// The absolute expiry set by the last `expire_at`, if any (the unit
+    /// tests and the fuzz targets).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn expire_at_ms(&self) -> Option<i64> {
         self.expire_at_ms
     }
 
-    /// Every entry as (score, member), in the canonical order (tests and
-    /// digests).
+    /// Every entry as (score, member), in the canonical order (the unit
+    /// tests).
+    #[cfg(test)]
     pub fn entries(&self) -> impl Iterator<Item = (i64, i64)> {
         self.runs().into_iter().flat_map(|r| {
             (0..r.count).map(move |i| {
@@ -611,7 +614,9 @@ impl Chunked {
     /// The digest's view of the log: per entry group `[score, first,
     /// count]`, canonical (equal scores ordered by member, contiguous runs
     /// merged), so two logs with the same entries give the same groups
-    /// however their runs were split.
+    /// however their runs were split. (The unit tests and the fuzz targets;
+    /// the digest walks [`Chunked::for_each_canonical_run`].)
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn canonical_runs(&self) -> Vec<Run> {
         let mut out = Vec::new();
         self.for_each_canonical_run(|r| out.push(r));
@@ -1105,11 +1110,6 @@ impl Chunked {
     /// Whether member `id` is a unit of a charge made with an ID.
     pub(super) fn charged(&self, id: i64) -> bool {
         self.records.as_ref().is_some_and(|r| r.holds(id))
-    }
-
-    /// Whether a unit of a charge lies in `first ..= last`.
-    pub(super) fn charged_in(&self, first: i64, last: i64) -> bool {
-        self.records.as_ref().is_some_and(|r| r.meets(first, last))
     }
 
     /// The charge under `request`: its score and units.

@@ -844,10 +844,7 @@ mod tests {
             .position(|&b| b == 0x0A)
             .expect("the first score");
         bytes[at] = 0x09;
-        assert_eq!(
-            CompactLog::decode(&bytes),
-            Err(crate::store::compact::DecodeError::Range)
-        );
+        assert_eq!(CompactLog::decode(&bytes), Err(DecodeError::Range));
     }
 
     #[test]

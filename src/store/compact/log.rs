@@ -190,22 +190,21 @@ impl CompactLog {
         self.unheld(|h| h.remove(id))
     }
 
-    /// See [`Held::add_scored`].
-    pub fn add_scored(&mut self, now_ms: i64, id: i64) -> Option<i64> {
-        self.unheld(|h| h.add_scored(now_ms, id))
-    }
-
-    /// The runs, in score order.
+    /// The runs, in score order (the unit tests and the fuzz targets).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn runs(&self) -> Vec<Run> {
         self.view().runs()
     }
 
-    /// The absolute expiry set by the last `expire_at`, if any.
+    /// The absolute expiry set by the last `expire_at`, if any (the unit
+    /// tests and the fuzz targets).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn expire_at_ms(&self) -> Option<i64> {
         self.view().expire_at_ms()
     }
 
-    /// Every entry as (score, member), in score order (tests and digests).
+    /// Every entry as (score, member), in score order (the unit tests).
+    #[cfg(test)]
     pub fn entries(&self) -> impl Iterator<Item = (i64, i64)> {
         self.view().entries().collect::<Vec<_>>().into_iter()
     }
@@ -215,7 +214,8 @@ impl CompactLog {
         self.view().for_each_canonical_run(f)
     }
 
-    /// See [`Chunked::canonical_runs`].
+    /// See [`Chunked::canonical_runs`] (the unit tests and the fuzz targets).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn canonical_runs(&self) -> Vec<Run> {
         self.view().canonical_runs()
     }
@@ -259,14 +259,6 @@ impl CompactLog {
         }
     }
 
-    /// Whether a unit of a charge lies in `first ..= last`.
-    pub fn charged_in(&self, first: i64, last: i64) -> bool {
-        match &self.repr {
-            Repr::Large(c) => c.charged_in(first, last),
-            Repr::Small(_) => false,
-        }
-    }
-
     /// The charges made with an ID, by request id: (request, score, units,
     /// spans), for tests and the effect's checks.
     pub fn charges(&self) -> Vec<super::charge::Record> {
@@ -300,7 +292,8 @@ impl CompactLog {
         self.unheld(|h| h.cut_charge(request, keep))
     }
 
-    /// See [`Held::add_charge_units`].
+    /// See [`Held::add_charge_units`] (the unit tests).
+    #[cfg(test)]
     pub fn add_charge_units(
         &mut self,
         request: &[u8],
