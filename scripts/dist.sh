@@ -60,7 +60,7 @@ EOF
 t=$work/$name
 mkdir -p "$t"
 install -m 0755 "$module" "$t/libslidewin.so"
-install -m 0644 "$here/scripts/slidewin.lua" "$t/slidewin.lua"
+install -m 0644 "$here/lua/slidewin.lua" "$t/slidewin.lua"
 "$here/scripts/eval-script.sh" >"$t/slidewin-eval.lua"
 snippet /usr/lib/redis/modules/libslidewin.so >"$t/slidewin.conf"
 install -m 0644 "$here/README.md" "$here/CHANGELOG.md" "$here/LICENSE" "$t/"

@@ -1,4 +1,4 @@
-//! The FUNCTION library (scripts/slidewin.lua) against the module: the same
+//! The FUNCTION library (lua/slidewin.lua) against the module: the same
 //! random command sequences on the same server (the module on `{m}` keys,
 //! the function on `{f}` keys) must give the same replies and sets. The
 //! same again for the library's EVAL form (scripts/eval-script.sh: the same

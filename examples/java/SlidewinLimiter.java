@@ -71,7 +71,7 @@ public class SlidewinLimiter {
         this.outage = outage;
         this.pauseMs = breakerPauseMs;
         this.cacheSize = cacheSize;
-        this.libraryCode = Files.readString(slidewinLua); // scripts/slidewin.lua
+        this.libraryCode = Files.readString(slidewinLua); // lua/slidewin.lua
         this.refusedUntil = new LinkedHashMap<>(16, 0.75f, true) {
             @Override
             protected boolean removeEldestEntry(Map.Entry<String, Long> e) {

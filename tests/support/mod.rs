@@ -1086,10 +1086,10 @@ pub fn load_eval_script(c: &mut Connection) -> String {
         .expect("SCRIPT LOAD the EVAL form")
 }
 
-/// Loads the FUNCTION library (scripts/slidewin.lua), replacing any copy.
+/// Loads the FUNCTION library (lua/slidewin.lua), replacing any copy.
 pub fn load_function_library(c: &mut Connection) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/slidewin.lua");
-    let code = std::fs::read_to_string(&path).expect("scripts/slidewin.lua");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("lua/slidewin.lua");
+    let code = std::fs::read_to_string(&path).expect("lua/slidewin.lua");
     let name: String = redis::cmd("FUNCTION")
         .arg("LOAD")
         .arg("REPLACE")

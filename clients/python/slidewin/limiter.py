@@ -127,7 +127,7 @@ LIBRARY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "slidewi
 
 
 def library_code() -> str:
-    """The FUNCTION library shipped in the package (scripts/slidewin.lua)."""
+    """The FUNCTION library shipped in the package (lua/slidewin.lua)."""
     with open(LIBRARY_PATH, encoding="utf-8") as f:
         return f.read()
 
@@ -138,7 +138,7 @@ EVAL_FRAME_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "slid
 @functools.lru_cache(maxsize=1)
 def eval_code() -> str:
     """The library's EVAL form, for servers without FUNCTION, as
-    scripts/eval-script.sh prints it: the frame (scripts/slidewin-eval.lua)
+    scripts/eval-script.sh prints it: the frame (lua/slidewin-eval.lua)
     with the library, less its `#!lua` line, in place of `-- @LIBRARY@`."""
     with open(EVAL_FRAME_PATH, encoding="utf-8") as f:
         frame = f.read()

@@ -1,1 +1,1 @@
-../../../scripts/slidewin-eval.lua
+../../../lua/slidewin-eval.lua

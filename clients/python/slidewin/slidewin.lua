@@ -1,1 +1,1 @@
-../../../scripts/slidewin.lua
+../../../lua/slidewin.lua
