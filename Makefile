@@ -25,8 +25,10 @@ RUST_IMAGE ?= rust:1-bookworm
 # The servers make test-docker builds stand-in images from and runs the
 # container suite on (names as in scripts/server-path.sh).
 DOCKER_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
-# The log types make test-limits runs limits' suite on.
+# The log types and servers make test-limits runs limits' suite on (CI
+# runs it on two servers, the oldest and the newest: see .ci/run).
 LIMITS_LOG_TYPES ?= zset compact
+LIMITS_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
 # The servers make bench runs on.
 BENCH_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
 # The project's virtual environment (made by scripts/deps.sh): the server
@@ -38,11 +40,14 @@ export VENV PYTHON
 # The classic builder: this project's machines have no buildx.
 DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
-.PHONY: help deps deps-build build dist test-deb test-fresh fault-module python-client test test-python test-limits fuzz fuzz-cov fuzz-smoke unit itest quick lint fmt run bench bench-eviction bench-small-keys bench-smoke cluster cluster-stop docker docker-run test-docker clean
+.PHONY: ci help deps deps-build build dist test-deb test-fresh fault-module python-client test test-python test-limits fuzz fuzz-cov fuzz-smoke unit itest quick lint fmt run bench bench-eviction bench-small-keys bench-smoke cluster cluster-stop docker docker-run test-docker clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 	@echo "  variables: PORT=$(PORT) (make run), MODULE_ARGS=..., SERVER=redis-7.0|redis-8.2|valkey-8.1|valkey-9.1, REDIS_SERVER=redis-server, DOCKER_SERVERS=\"$(DOCKER_SERVERS)\", TARGET_DIR=$(TARGET_DIR)"
+
+ci: ## What CI runs (.ci/run): install, fmt and clippy, make test (limits' suite on two servers), fuzz-smoke, test-deb, bench-smoke, test-docker; about 50 minutes on 2 cores
+	.ci/run
 
 deps: ## Install what the tests, benchmark and examples need (make test runs it): system packages by apt, Python packages into .venv/ (never your own Python); prints what it found
 	@scripts/deps.sh test
@@ -68,8 +73,8 @@ python-client: deps ## Install the Python client (clients/python) into .venv/ as
 test-python: build python-client ## The Python client's tests (pytest) against the four servers
 	cd / && $(PYTHON) -m pytest -q -p no:cacheprovider $(CURDIR)/clients/python/tests
 
-test-limits: build python-client ## The limits library's own storage, strategy and concurrency tests (its sdist, unmodified) on the slidewin storages, four servers (LIMITS_LOG_TYPES=zset or compact: fewer)
-	SLIDEWIN_LIMITS_LOG_TYPES="$(LIMITS_LOG_TYPES)" scripts/limits-suite.sh
+test-limits: build python-client ## The limits library's own storage, strategy and concurrency tests (its sdist, unmodified) on the slidewin storages, four servers (LIMITS_LOG_TYPES=zset or compact, LIMITS_SERVERS=...: fewer)
+	SLIDEWIN_LIMITS_LOG_TYPES="$(LIMITS_LOG_TYPES)" SLIDEWIN_LIMITS_SERVERS="$(LIMITS_SERVERS)" scripts/limits-suite.sh
 
 fuzz: ## The compact log's decoder (random and mutated encodings) and the effect command's parser, a million inputs each (make test runs 400 of each), then make fuzz-cov
 	SLIDEWIN_FUZZ_CASES=1000000 cargo test --release --lib -- compact::tests::hostile compact::tests::mutated compact::tests::effects

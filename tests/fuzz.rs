@@ -489,12 +489,14 @@ fn fuzz(flavor: Flavor) {
                     undone += int(&v).unwrap_or(0);
                 } else if command.eq_ignore_ascii_case("SLIDEWIN.SETTLE") {
                     settled += i64::from(int(&v).is_some_and(|n| n >= 0));
-                } else if let Some(id) = allowed_id(&command, &args, &v) {
-                    for k in call_keys(&command, &args) {
-                        charged.push((k.clone(), id.clone()));
+                } else {
+                    if let Some(id) = allowed_id(&command, &args, &v) {
+                        for k in call_keys(&command, &args) {
+                            charged.push((k.clone(), id.clone()));
+                        }
                     }
-                } else if !added.is_empty() {
-                    // The keys of the call that got the members.
+                    // The keys of the call that got the members (a call
+                    // with an ID too: its tokens are as good to UNDO).
                     for k in call_keys(&command, &args) {
                         for m in &added {
                             members.push((k.clone(), m.clone()));
@@ -527,8 +529,12 @@ fn fuzz(flavor: Flavor) {
             "{command} answered: {seen:?}"
         );
     }
+    // Enough real members for UNDO to be given some: 51 to 60 on the
+    // four servers, 46 in a slow container (the same seed, but more calls
+    // denied), so the bound leaves room for a slow machine and still
+    // fails when WITHMEMBERS replies stop being read.
     assert!(
-        members.len() > 50,
+        members.len() > 25,
         "WITHMEMBERS returned {} members",
         members.len()
     );
