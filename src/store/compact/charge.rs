@@ -9,24 +9,46 @@
 //! the first span). A SETTLE that raises the units adds them under fresh
 //! ids (a new span, unless they continue the last one).
 //!
-//! Two orders, both binary-searched: the records by request id (lookups,
-//! O(log n)), and every span of every record by member (UNDO by member
-//! must never remove an entry of a charge: O(log n) per member asked).
-//! A record goes when its units reach 0 or when a trim removes its entries
-//! (they share one score, so a trim takes all of them or none).
+//! Every call touches only what it changes, O(log n) in the live charges
+//! however the ids and scores are laid out:
+//! - the records sit in a slab (`slots`), each at an index that stays its
+//!   own while it lives;
+//! - `by_request`, an open-addressing hash table of slot indexes keyed by
+//!   the request id (a hash keyed at random per process: ids a client
+//!   chooses cannot be made to collide), finds a charge by id in O(1);
+//! - `by_score`, a min-heap of (score, slot), lets a trim take the records
+//!   scored at or below its cutoff in score order without a scan. An entry
+//!   of a record that went earlier (UNDO, SETTLE to 0) stays until it comes
+//!   to the top: its slot is freed only then, so no entry ever names a
+//!   record it was not made for;
+//! - `held`, every span of every record as (first, last) sorted by member,
+//!   answers "is this member a unit of a charge" (UNDO by member must never
+//!   remove one) by a binary search. New spans take ids above every other
+//!   and are appended; a span that goes is marked dead in place and the
+//!   dead ones are swept out when they are as many as the live ones (each
+//!   sweep is paid for by the removals before it).
+//!
+//! The heap and `held` are swept together with the slab when dead entries
+//! outnumber the live records, so the table never holds more than about
+//! twice what its live charges need.
 //!
 //! The bounds below are checked by the decoder and refused by every change,
 //! as the log's own bounds are (`run.rs`).
+
+use std::cmp::Reverse;
+use std::collections::hash_map::RandomState;
+use std::collections::BinaryHeap;
+use std::hash::BuildHasher;
+use std::sync::OnceLock;
 
 use super::run::Bound;
 
 /// The longest request id (bytes); the shortest is one byte.
 pub const MAX_REQUEST_ID: usize = 128;
 
-/// The most charge records a log may hold: far above the charges of any
-/// window a CHECK can fill (an allowed call leaves at most `limit`
-/// entries, `slidewin.max-limit` at most 10,000,000), and a bound on what
-/// a payload can make the decoder build.
+/// The most charge records a log may hold: the loader's bound (a key made
+/// under a larger `slidewin.max-charges-per-key` still loads), far above
+/// that setting's largest value.
 #[cfg(not(any(test, feature = "fuzzing")))]
 pub const MAX_CHARGES: usize = 1 << 24;
 /// In the unit tests and the fuzz targets: within reach.
@@ -74,69 +96,240 @@ impl Record {
     }
 }
 
-/// The charge records of a log (see the module comment).
-#[derive(Debug, Clone, Default)]
-pub struct Records {
-    /// Sorted by request id, unique.
-    by_request: Vec<Record>,
-    /// Every span of every record as (first, last), sorted, disjoint.
-    held: Vec<(i64, i64)>,
-    /// No record is scored below it (a bound, not the minimum: a trim
-    /// below it has nothing to drop and looks at no record).
-    oldest: i64,
-}
-
-/// Equal when they hold the same records (the index follows from them;
-/// `oldest` is a bound, not a fact of the records).
-impl PartialEq for Records {
-    fn eq(&self, other: &Self) -> bool {
-        self.by_request == other.by_request
-    }
-}
-
-impl Eq for Records {}
-
-/// Room for one more in `v`: a quarter more when full, not double (as the
-/// chunk list grows: a table keeps at most a quarter spare).
-fn grow<T>(v: &mut Vec<T>) {
-    if v.len() == v.capacity() {
-        v.reserve_exact((v.len() / 4).max(1));
-    }
-}
-
 /// Whether `request` is a request id a record may carry.
 pub fn valid_request(request: &[u8]) -> bool {
     (1..=MAX_REQUEST_ID).contains(&request.len())
 }
 
+/// The hash of a request id: SipHash under keys drawn once per process.
+fn hash(request: &[u8]) -> u64 {
+    static KEYS: OnceLock<RandomState> = OnceLock::new();
+    KEYS.get_or_init(RandomState::new).hash_one(request)
+}
+
+/// A free place in `by_request`.
+const EMPTY: u32 = u32::MAX;
+/// A place whose slot went (probing goes on past it).
+const GONE: u32 = u32::MAX - 1;
+
+/// A span of `held`: members `first ..= last`; `last < first` marks one
+/// that went (its `first` keeps the order for the binary search).
+type Held = (i64, i64);
+
+fn alive(h: &Held) -> bool {
+    h.0 <= h.1
+}
+
+/// The charge records of a log (see the module comment).
+#[derive(Debug, Clone, Default)]
+pub struct Records {
+    /// The records; `None` where one went (its index is in `free` once no
+    /// heap entry names it any more).
+    slots: Vec<Option<Record>>,
+    /// Slots free for a new record.
+    free: Vec<u32>,
+    /// Live records.
+    live: usize,
+    /// Slot indexes by request id: linear probing over a power of two
+    /// places (`EMPTY`, `GONE` or a slot); empty while no record was made.
+    by_request: Vec<u32>,
+    /// Places of `by_request` that are not `EMPTY`.
+    used: usize,
+    /// (score, slot) of every record made and not yet taken from the top,
+    /// the oldest on top.
+    by_score: BinaryHeap<Reverse<(i64, u32)>>,
+    /// Every span of every record, sorted by `first`, the dead among them
+    /// marked (see [`Held`]).
+    held: Vec<Held>,
+    /// Dead spans in `held`.
+    held_dead: usize,
+}
+
+/// Equal when they hold the same records (the indexes follow from them).
+impl PartialEq for Records {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().zip(other.iter()).all(|(a, b)| a == b)
+    }
+}
+
+impl Eq for Records {}
+
 impl Records {
     pub fn is_empty(&self) -> bool {
-        self.by_request.is_empty()
+        self.live == 0
     }
 
     pub fn len(&self) -> usize {
-        self.by_request.len()
+        self.live
     }
 
-    /// The records, by request id.
+    /// The records, by request id (sorted here: only encoding, the digest
+    /// and the checks walk them all).
     pub fn iter(&self) -> impl Iterator<Item = &Record> {
-        self.by_request.iter()
+        let mut all: Vec<&Record> = self.slots.iter().flatten().collect();
+        all.sort_unstable_by(|a, b| a.request.cmp(&b.request));
+        all.into_iter()
     }
 
-    fn find(&self, request: &[u8]) -> Result<usize, usize> {
-        self.by_request
-            .binary_search_by(|r| r.request.as_ref().cmp(request))
+    /// The place of `request` in `by_request`, if it holds it.
+    fn place_of(&self, request: &[u8]) -> Option<usize> {
+        let mask = self.by_request.len().checked_sub(1)?;
+        let mut i = (hash(request) as usize) & mask;
+        // At most every place once (one is always EMPTY: see `index`).
+        for _ in 0..self.by_request.len() {
+            match *self.by_request.get(i)? {
+                EMPTY => return None,
+                GONE => {}
+                s => {
+                    let r = self.slots.get(s as usize).and_then(Option::as_ref);
+                    if r.is_some_and(|r| *r.request == *request) {
+                        return Some(i);
+                    }
+                }
+            }
+            i = (i + 1) & mask;
+        }
+        None
+    }
+
+    fn slot_of(&self, request: &[u8]) -> Option<usize> {
+        let place = self.place_of(request)?;
+        self.by_request.get(place).map(|&s| s as usize)
     }
 
     /// The record under `request`, if any.
     pub fn get(&self, request: &[u8]) -> Option<&Record> {
-        self.find(request).ok().and_then(|i| self.by_request.get(i))
+        self.slots.get(self.slot_of(request)?)?.as_ref()
     }
 
-    /// Whether member `id` is a unit of a charge.
+    /// Puts slot `s`, whose record (in `slots` already) holds `request`,
+    /// into `by_request`; or makes the table anew (twice the live records'
+    /// size, every one of them in it) when the places in use would pass
+    /// 7/8: so one is always EMPTY and a probe ends.
+    fn index(&mut self, request: &[u8], s: u32) {
+        if self.used.saturating_add(1).saturating_mul(8) > self.by_request.len().saturating_mul(7) {
+            self.rehash();
+            return;
+        }
+        self.place(request, s);
+    }
+
+    /// Puts slot `s` at the first free place of `request`'s probe.
+    fn place(&mut self, request: &[u8], s: u32) {
+        let Some(mask) = self.by_request.len().checked_sub(1) else {
+            return;
+        };
+        let mut i = (hash(request) as usize) & mask;
+        for _ in 0..self.by_request.len() {
+            match self.by_request.get_mut(i) {
+                Some(p) if *p == EMPTY || *p == GONE => {
+                    if *p == EMPTY {
+                        self.used += 1;
+                    }
+                    *p = s;
+                    return;
+                }
+                Some(_) => i = (i + 1) & mask,
+                None => return,
+            }
+        }
+    }
+
+    /// `by_request` made again for the live records (the places left by
+    /// the ones that went are dropped): 2 to 4 places a record.
+    fn rehash(&mut self) {
+        let places = self
+            .live
+            .saturating_add(1)
+            .saturating_mul(2)
+            .max(8)
+            .next_power_of_two();
+        self.by_request = vec![EMPTY; places];
+        self.used = 0;
+        let slots = std::mem::take(&mut self.slots);
+        for (s, r) in slots.iter().enumerate() {
+            if let Some(r) = r {
+                self.place(&r.request, s as u32);
+            }
+        }
+        self.slots = slots;
+    }
+
+    /// Whether member `id` is a unit of a charge. The spans, live and dead,
+    /// are disjoint (new ones take ids above every other, and one placed
+    /// among them sweeps the dead out first), so only the last one starting
+    /// at or below `id` can hold it.
     pub fn holds(&self, id: i64) -> bool {
-        let i = self.held.partition_point(|&(_, last)| last < id);
-        self.held.get(i).is_some_and(|&(first, _)| first <= id)
+        let i = self.held.partition_point(|h| h.0 <= id);
+        i.checked_sub(1)
+            .and_then(|i| self.held.get(i))
+            .is_some_and(|h| alive(h) && h.1 >= id)
+    }
+
+    /// The index in `held` of the span starting at `first`.
+    fn held_at(&self, first: i64) -> Option<usize> {
+        let i = self.held.partition_point(|h| h.0 < first);
+        (self.held.get(i)?.0 == first).then_some(i)
+    }
+
+    /// Marks the span starting at `first` dead.
+    fn kill_span(&mut self, first: i64) {
+        if let Some(i) = self.held_at(first) {
+            if let Some(h) = self.held.get_mut(i) {
+                if alive(h) {
+                    h.1 = h.0.saturating_sub(1);
+                    self.held_dead += 1;
+                }
+            }
+        }
+    }
+
+    /// Adds a live span to `held`: appended when above every span (what
+    /// every call but a client's `SLIDEWIN.APPLY ... CHARGE` does), else
+    /// placed after the dead spans are swept out.
+    fn hold(&mut self, span: Span) {
+        let h = (span.first, span.last());
+        if self.held.last().is_none_or(|l| l.0 < h.0 && l.1 < h.0) {
+            grow(&mut self.held);
+            self.held.push(h);
+            return;
+        }
+        self.sweep_held();
+        let i = self.held.partition_point(|x| x.0 < h.0);
+        grow(&mut self.held);
+        self.held.insert(i, h);
+    }
+
+    fn sweep_held(&mut self) {
+        if self.held_dead > 0 {
+            self.held.retain(alive);
+            self.held_dead = 0;
+        }
+    }
+
+    /// The dead entries swept out of `held` and `by_score` once they
+    /// outnumber the live ones (amortized over the removals that made
+    /// them).
+    fn tidy(&mut self) {
+        let live_spans = self.held.len().saturating_sub(self.held_dead);
+        if self.held_dead > live_spans.saturating_add(32) {
+            self.sweep_held();
+            shrink(&mut self.held);
+        }
+        if self.by_score.len() > self.live.saturating_mul(2).saturating_add(32) {
+            let mut heap = std::mem::take(&mut self.by_score).into_vec();
+            heap.retain(|Reverse((_, s))| self.slots.get(*s as usize).is_some_and(Option::is_some));
+            // Every slot no entry names any more is free.
+            self.free = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.is_none())
+                .map(|(s, _)| s as u32)
+                .collect();
+            self.by_score = BinaryHeap::from(heap);
+            shrink_heap(&mut self.by_score);
+        }
     }
 
     /// Whether [`Records::add_span`] would pass a bound (nothing changed).
@@ -145,7 +338,7 @@ impl Records {
             return Err(Bound::RequestId);
         }
         match self.get(request) {
-            None if self.by_request.len() >= MAX_CHARGES => Err(Bound::Charges),
+            None if self.live >= MAX_CHARGES => Err(Bound::Charges),
             Some(r)
                 if r.spans.len() >= MAX_CHARGE_SPANS
                     && r.spans
@@ -163,43 +356,55 @@ impl Records {
     /// existing one keeps its score, which the caller scored the ids at).
     pub fn add_span(&mut self, request: &[u8], score: i64, span: Span) -> Result<(), Bound> {
         self.can_add(request, span)?;
-        match self.find(request) {
-            Ok(i) => {
-                let Some(r) = self.by_request.get_mut(i) else {
-                    return Ok(());
-                };
-                match r.spans.last_mut() {
-                    Some(l) if l.last().checked_add(1) == Some(span.first) => {
-                        let old_last = l.last();
-                        l.count = l.count.saturating_add(span.count);
-                        let new_last = l.last();
-                        let hi = self.held.partition_point(|&(_, last)| last < old_last);
-                        if let Some(h) = self.held.get_mut(hi) {
-                            h.1 = new_last;
+        if let Some(s) = self.slot_of(request) {
+            let Some(Some(r)) = self.slots.get_mut(s) else {
+                return Ok(());
+            };
+            match r.spans.last_mut() {
+                Some(l) if l.last().checked_add(1) == Some(span.first) => {
+                    let first = l.first;
+                    l.count = l.count.saturating_add(span.count);
+                    let last = l.last();
+                    if let Some(i) = self.held_at(first) {
+                        if let Some(h) = self.held.get_mut(i) {
+                            h.1 = last;
                         }
-                        return Ok(());
+                        // A dead span may start among the ids it grew over
+                        // (a client's CHARGE over given-back ids): swept.
+                        if self.held.get(i + 1).is_some_and(|n| n.0 <= last) {
+                            self.sweep_held();
+                        }
                     }
-                    _ => r.spans.push(span),
+                }
+                _ => {
+                    r.spans.push(span);
+                    self.hold(span);
                 }
             }
-            Err(i) => {
-                if self.by_request.is_empty() || score < self.oldest {
-                    self.oldest = score;
-                }
-                grow(&mut self.by_request);
-                self.by_request.insert(
-                    i,
-                    Record {
-                        request: request.into(),
-                        score,
-                        spans: vec![span],
-                    },
-                );
-            }
+            return Ok(());
         }
-        let hi = self.held.partition_point(|&(first, _)| first < span.first);
-        grow(&mut self.held);
-        self.held.insert(hi, (span.first, span.last()));
+        let record = Record {
+            request: request.into(),
+            score,
+            spans: vec![span],
+        };
+        let s = match self.free.pop() {
+            Some(s) => {
+                if let Some(slot) = self.slots.get_mut(s as usize) {
+                    *slot = Some(record);
+                }
+                s
+            }
+            None => {
+                grow(&mut self.slots);
+                self.slots.push(Some(record));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.live += 1;
+        self.index(request, s);
+        self.by_score.push(Reverse((score, s)));
+        self.hold(span);
         Ok(())
     }
 
@@ -236,49 +441,59 @@ impl Records {
     /// entries are the caller's to remove), the highest first.
     pub fn cut(&mut self, request: &[u8], keep: u64) -> Vec<Span> {
         let gone = self.plan_cut(request, keep);
-        let Ok(i) = self.find(request) else {
+        let Some(place) = self.place_of(request) else {
             return gone;
         };
-        let Some(r) = self.by_request.get_mut(i) else {
+        let Some(s) = self.by_request.get(place).map(|&s| s as usize) else {
             return gone;
         };
+        let Some(Some(r)) = self.slots.get_mut(s) else {
+            return gone;
+        };
+        // Whole spans die; a shortened one keeps its start.
+        let mut dead = Vec::new();
+        let mut shortened = None;
         for g in &gone {
             let Some(l) = r.spans.last_mut() else {
                 break;
             };
             if l.first == g.first {
+                dead.push(l.first);
                 r.spans.pop();
             } else {
                 l.count = l.count.saturating_sub(g.count);
+                shortened = Some((l.first, l.last()));
             }
         }
-        let left = r.spans.last().copied();
-        if r.spans.is_empty() {
-            self.by_request.remove(i);
+        let empty = r.spans.is_empty();
+        for first in dead {
+            self.kill_span(first);
         }
-        // The held index: whole spans out, a shortened one cut.
-        for g in &gone {
-            let hi = self.held.partition_point(|&(_, last)| last < g.first);
-            match self.held.get_mut(hi) {
-                Some(h) if h.0 == g.first => {
-                    self.held.remove(hi);
-                }
-                Some(h) => {
-                    if let Some(l) = left {
-                        h.1 = l.last();
-                    }
-                }
-                None => {}
+        if let Some((first, last)) = shortened {
+            if let Some(h) = self.held_at(first).and_then(|i| self.held.get_mut(i)) {
+                h.1 = last;
             }
         }
+        if empty {
+            // The slot stays taken until its heap entry comes to the top.
+            if let Some(slot) = self.slots.get_mut(s) {
+                *slot = None;
+            }
+            if let Some(p) = self.by_request.get_mut(place) {
+                *p = GONE;
+            }
+            self.live = self.live.saturating_sub(1);
+        }
+        self.tidy();
         gone
     }
 
     /// Every span of every record with its score, sorted by member.
     pub fn spans_by_member(&self) -> Vec<(Span, i64)> {
         let mut out: Vec<(Span, i64)> = self
-            .by_request
+            .slots
             .iter()
+            .flatten()
             .flat_map(|r| r.spans.iter().map(move |s| (*s, r.score)))
             .collect();
         out.sort_unstable_by_key(|(s, _)| s.first);
@@ -286,49 +501,74 @@ impl Records {
     }
 
     /// Drops the records scored at or below `cutoff_ms` (their entries
-    /// went with the trim); returns how many. Looks at no record when none
-    /// can be that old.
+    /// went with the trim); returns how many. Takes them off the heap's
+    /// top: O(log n) each, nothing else looked at.
     pub fn trim(&mut self, cutoff_ms: i64) -> usize {
-        if self.by_request.is_empty() || cutoff_ms < self.oldest {
-            return 0;
-        }
-        let before = self.by_request.len();
-        let mut oldest = i64::MAX;
-        self.by_request.retain(|r| {
-            let keep = r.score > cutoff_ms;
-            if keep {
-                oldest = oldest.min(r.score);
+        let mut dropped = 0usize;
+        while let Some(&Reverse((score, s))) = self.by_score.peek() {
+            if score > cutoff_ms {
+                break;
             }
-            keep
-        });
-        self.oldest = oldest;
-        let dropped = before.saturating_sub(self.by_request.len());
+            self.by_score.pop();
+            let Some(slot) = self.slots.get_mut(s as usize) else {
+                continue;
+            };
+            if let Some(r) = slot.take() {
+                let firsts: Vec<i64> = r.spans.iter().map(|sp| sp.first).collect();
+                if let Some(place) = self.place_of_slot(&r.request, s) {
+                    if let Some(p) = self.by_request.get_mut(place) {
+                        *p = GONE;
+                    }
+                }
+                for first in firsts {
+                    self.kill_span(first);
+                }
+                self.live = self.live.saturating_sub(1);
+                dropped += 1;
+            }
+            grow(&mut self.free);
+            self.free.push(s);
+        }
         if dropped > 0 {
-            self.reindex();
+            self.tidy();
         }
         dropped
     }
 
-    /// The held index made again from the records.
-    fn reindex(&mut self) {
-        self.held.clear();
-        for r in &self.by_request {
-            self.held
-                .extend(r.spans.iter().map(|s| (s.first, s.last())));
+    /// The place in `by_request` that names slot `s` (whose record, taken
+    /// out of it, holds `request`).
+    fn place_of_slot(&self, request: &[u8], s: u32) -> Option<usize> {
+        let mask = self.by_request.len().checked_sub(1)?;
+        let mut i = (hash(request) as usize) & mask;
+        for _ in 0..self.by_request.len() {
+            match *self.by_request.get(i)? {
+                EMPTY => return None,
+                p if p == s => return Some(i),
+                _ => {}
+            }
+            i = (i + 1) & mask;
         }
-        self.held.sort_unstable();
-        self.held.shrink_to(self.held.len().saturating_mul(2));
+        None
     }
 
     /// Every heap block the records own (for MEMORY USAGE).
     pub fn heap_blocks(&self, out: &mut Vec<*const u8>) {
+        if self.slots.capacity() > 0 {
+            out.push(self.slots.as_ptr().cast());
+        }
+        if self.free.capacity() > 0 {
+            out.push(self.free.as_ptr().cast());
+        }
         if self.by_request.capacity() > 0 {
             out.push(self.by_request.as_ptr().cast());
+        }
+        if self.by_score.capacity() > 0 {
+            out.push(self.by_score.as_slice().as_ptr().cast());
         }
         if self.held.capacity() > 0 {
             out.push(self.held.as_ptr().cast());
         }
-        for r in &self.by_request {
+        for r in self.slots.iter().flatten() {
             if !r.request.is_empty() {
                 out.push(r.request.as_ptr());
             }
@@ -340,42 +580,64 @@ impl Records {
 
     /// How many heap blocks freeing the records releases.
     pub fn blocks(&self) -> usize {
-        self.by_request.len().saturating_mul(2).saturating_add(2)
+        self.live.saturating_mul(2).saturating_add(5)
     }
 
     /// Hands every block to `to` (active defragmentation).
     pub fn relocate<R: crate::relocate::Relocate>(&mut self, to: &mut R) {
-        let mut records = to.vec(std::mem::take(&mut self.by_request));
-        for r in records.iter_mut() {
+        let mut slots = to.vec(std::mem::take(&mut self.slots));
+        for r in slots.iter_mut().flatten() {
             let request = std::mem::take(&mut r.request);
             r.request = to.vec(Vec::from(request)).into_boxed_slice();
             r.spans = to.vec(std::mem::take(&mut r.spans));
         }
-        self.by_request = records;
+        self.slots = slots;
+        self.free = to.vec(std::mem::take(&mut self.free));
+        self.by_request = to.vec(std::mem::take(&mut self.by_request));
+        let heap = std::mem::take(&mut self.by_score).into_vec();
+        self.by_score = BinaryHeap::from(to.vec(heap));
         self.held = to.vec(std::mem::take(&mut self.held));
     }
 }
 
+/// Room for one more in `v`: a quarter more when full, not double (as the
+/// chunk list grows: a table keeps at most a quarter spare).
+fn grow<T>(v: &mut Vec<T>) {
+    if v.len() == v.capacity() {
+        v.reserve_exact((v.len() / 4).max(1));
+    }
+}
+
+/// Gives back what a vector keeps beyond twice its length.
+fn shrink<T>(v: &mut Vec<T>) {
+    if v.capacity() > v.len().saturating_mul(2).max(8) {
+        v.shrink_to(v.len().saturating_add(v.len() / 4));
+    }
+}
+
+fn shrink_heap<T: Ord>(h: &mut BinaryHeap<T>) {
+    if h.capacity() > h.len().saturating_mul(2).max(8) {
+        h.shrink_to(h.len().saturating_add(h.len() / 4));
+    }
+}
+
 /// What every record table holds, checked by the unit tests after each
-/// change (and by the fuzz targets): the bounds, the order, the held index
-/// made of exactly the records' spans, and `oldest` a lower bound.
+/// change (and by the fuzz targets): the bounds, every index made of
+/// exactly the live records, and the heap naming every live record.
 #[cfg(any(test, feature = "fuzzing"))]
 impl Records {
     pub fn check(&self) -> Result<(), String> {
-        if self.by_request.is_empty() {
+        if self.live == 0 {
             return Err("an empty record table is kept".into());
         }
-        if self.by_request.len() > MAX_CHARGES {
+        if self.live > MAX_CHARGES {
             return Err("too many charges".into());
         }
-        if self
-            .by_request
-            .windows(2)
-            .any(|w| w[0].request >= w[1].request)
-        {
-            return Err("records not sorted by request id".into());
+        if self.slots.iter().flatten().count() != self.live {
+            return Err("live count differs from the records".into());
         }
-        for r in &self.by_request {
+        for (s, r) in self.slots.iter().enumerate() {
+            let Some(r) = r else { continue };
             if !valid_request(&r.request) {
                 return Err(format!("request id of {} bytes", r.request.len()));
             }
@@ -385,21 +647,47 @@ impl Records {
             if r.spans.iter().any(|s| s.count == 0) {
                 return Err("an empty span".into());
             }
-            if r.score < self.oldest {
-                return Err("oldest is above a record".into());
+            if self.slot_of(&r.request) != Some(s) {
+                return Err(format!("record {:?} not found by its id", r.request));
+            }
+            if !self
+                .by_score
+                .iter()
+                .any(|Reverse((score, at))| *at as usize == s && *score == r.score)
+            {
+                return Err("a record missing from the heap".into());
             }
         }
-        let mut held: Vec<(i64, i64)> = self
+        let named = self
             .by_request
             .iter()
+            .filter(|&&p| p != EMPTY && p != GONE)
+            .count();
+        if named != self.live {
+            return Err(format!("{named} ids indexed for {} records", self.live));
+        }
+        if self.free.iter().any(|&s| {
+            self.slots.get(s as usize).is_none_or(Option::is_some)
+                || self.by_score.iter().any(|Reverse((_, at))| *at == s)
+        }) {
+            return Err("a free slot in use".into());
+        }
+        let mut held: Vec<(i64, i64)> = self
+            .slots
+            .iter()
+            .flatten()
             .flat_map(|r| r.spans.iter().map(|s| (s.first, s.last())))
             .collect();
         held.sort_unstable();
-        if held != self.held {
-            return Err(format!("held index {:?} against {held:?}", self.held));
+        let live: Vec<(i64, i64)> = self.held.iter().copied().filter(alive).collect();
+        if held != live {
+            return Err(format!("held index {live:?} against {held:?}"));
         }
-        if held.windows(2).any(|w| w[1].0 <= w[0].1) {
-            return Err("two charges share a member".into());
+        if self.held.windows(2).any(|w| w[1].0 <= w[0].1.max(w[0].0)) {
+            return Err("two spans share a member".into());
+        }
+        if self.held.iter().filter(|h| !alive(h)).count() != self.held_dead {
+            return Err("dead span count off".into());
         }
         Ok(())
     }
@@ -409,7 +697,7 @@ impl Records {
 /// bound as it goes (the caller checks the spans against the log).
 #[derive(Default)]
 pub struct RecordsBuilder {
-    records: Records,
+    records: Vec<Record>,
 }
 
 impl RecordsBuilder {
@@ -425,32 +713,45 @@ impl RecordsBuilder {
         if record.spans.len() > MAX_CHARGE_SPANS {
             return Err(Some(Bound::ChargeSpans));
         }
-        if self.records.by_request.len() >= MAX_CHARGES {
+        if self.records.len() >= MAX_CHARGES {
             return Err(Some(Bound::Charges));
         }
         if self
             .records
-            .by_request
             .last()
             .is_some_and(|p| p.request >= record.request)
         {
             return Err(None);
         }
-        if self.records.by_request.is_empty() || record.score < self.records.oldest {
-            self.records.oldest = record.score;
-        }
-        self.records.by_request.push(record);
+        self.records.push(record);
         Ok(())
     }
 
     /// The records, their spans checked disjoint (`Err` otherwise).
-    pub fn finish(mut self) -> Result<Records, ()> {
-        self.records.reindex();
-        self.records.held.shrink_to_fit();
-        self.records.by_request.shrink_to_fit();
-        if self.records.held.windows(2).any(|w| w[1].0 <= w[0].1) {
+    pub fn finish(self) -> Result<Records, ()> {
+        let mut held: Vec<Held> = self
+            .records
+            .iter()
+            .flat_map(|r| r.spans.iter().map(|s| (s.first, s.last())))
+            .collect();
+        held.sort_unstable();
+        if held.windows(2).any(|w| w[1].0 <= w[0].1) {
             return Err(());
         }
-        Ok(self.records)
+        let heap: Vec<Reverse<(i64, u32)>> = self
+            .records
+            .iter()
+            .enumerate()
+            .map(|(s, r)| Reverse((r.score, s as u32)))
+            .collect();
+        let mut records = Records {
+            live: self.records.len(),
+            slots: self.records.into_iter().map(Some).collect(),
+            by_score: BinaryHeap::from(heap),
+            held,
+            ..Records::default()
+        };
+        records.rehash();
+        Ok(records)
     }
 }
