@@ -1222,6 +1222,86 @@ impl Chunked {
         Ok(Some((run.score, first)))
     }
 
+    /// Moves the charge under `request` to the newest score with `units`
+    /// units under fresh member ids (appended: no run goes out of member
+    /// order): what a SETTLE raising an older charge does when placing the
+    /// new units at the charge's own score would pass the bound on runs out
+    /// of member order or on a charge's runs of ids. The charge then leaves
+    /// the window later, never earlier: the limit stays exact or stricter.
+    /// The score and first member given, `None` when there is no such
+    /// charge or no id is free, or the bound it would pass (nothing
+    /// changed).
+    pub(super) fn move_charge(
+        &mut self,
+        request: &[u8],
+        units: u64,
+    ) -> Result<Option<(i64, i64)>, Bound> {
+        let Some((score, _)) = self.charge(request) else {
+            return Ok(None);
+        };
+        if units == 0 {
+            return Ok(None);
+        }
+        let top = self.top_score().unwrap_or(score).max(score);
+        let Some(first) = self
+            .max_id
+            .map_or(Some(1), |m| m.checked_add(1).map(|f| f.max(1)))
+        else {
+            return Ok(None);
+        };
+        if i64::try_from(units - 1)
+            .ok()
+            .and_then(|m| first.checked_add(m))
+            .is_none()
+        {
+            return Ok(None);
+        }
+        let run = Run {
+            score: top,
+            first,
+            count: units,
+        };
+        // Appended after the charge's units are gone: the removal leaves
+        // no more runs or entries than the log holds now, but for the runs
+        // it splits, which `remove_units` checks first.
+        if !self.appends(&run) {
+            return Ok(None);
+        }
+        let gone = self.records.as_ref().map(|r| r.plan_cut(request, 0));
+        self.cut_fits(gone.as_deref().unwrap_or(&[]), 1)?;
+        self.can_insert(&run)?;
+        self.remove_units(request, 0)?;
+        self.add_charge(request, run)?;
+        Ok(Some((top, first)))
+    }
+
+    /// Whether [`Chunked::add_charge`] of `run` passes no bound.
+    pub(super) fn charge_fits(&self, request: &[u8], run: &Run) -> bool {
+        let span = Span {
+            first: run.first,
+            count: run.count,
+        };
+        let records = match &self.records {
+            Some(r) => r.can_add(request, span).is_ok(),
+            None => valid_request(request),
+        };
+        records && self.can_insert(run).is_ok()
+    }
+
+    /// Whether removing the charge under `request` and then appending
+    /// `run` passes no bound.
+    pub(super) fn move_fits(&self, request: &[u8], run: &Run) -> bool {
+        let Some(gone) = self.records.as_ref().map(|r| r.plan_cut(request, 0)) else {
+            return false;
+        };
+        self.appends(run)
+            && self.cut_fits(&gone, 1).is_ok()
+            && self
+                .entries
+                .checked_add(run.count)
+                .is_some_and(|e| e <= MAX_ENTRIES)
+    }
+
     /// Adds `run` (members the caller checked are free, scored as the
     /// charge under `request` when there is one) as units of that charge,
     /// made when missing; or the bound it would pass (nothing changed).
@@ -1253,24 +1333,7 @@ impl Chunked {
         if gone.is_empty() {
             return Ok(0);
         }
-        // Each span taken out of the middle of a run splits it.
-        let (mut splits, mut stray_splits) = (0u64, 0usize);
-        for g in &gone {
-            if let Some(r) = self.run_holding(g.first) {
-                if r.first < g.first && r.last() > g.last() {
-                    splits += 1;
-                    if self.stray_for(g.first).is_some() {
-                        stray_splits += 1;
-                    }
-                }
-            }
-        }
-        if self.runs.saturating_add(splits) > MAX_RUNS {
-            return Err(Bound::Runs);
-        }
-        if self.strays.len().saturating_add(stray_splits) > MAX_STRAYS {
-            return Err(Bound::Strays);
-        }
+        self.cut_fits(&gone, 0)?;
         let mut removed = 0u64;
         for g in &gone {
             removed = removed.saturating_add(self.remove_span(*g));
@@ -1282,6 +1345,30 @@ impl Chunked {
             }
         }
         Ok(removed)
+    }
+
+    /// Whether removing the spans `gone` (each splitting the run it is
+    /// taken out of the middle of) and then adding `more` runs passes the
+    /// bound on runs or on runs out of member order.
+    fn cut_fits(&self, gone: &[Span], more: u64) -> Result<(), Bound> {
+        let (mut splits, mut stray_splits) = (0u64, 0usize);
+        for g in gone {
+            if let Some(r) = self.run_holding(g.first) {
+                if r.first < g.first && r.last() > g.last() {
+                    splits += 1;
+                    if self.stray_for(g.first).is_some() {
+                        stray_splits += 1;
+                    }
+                }
+            }
+        }
+        if self.runs.saturating_add(splits).saturating_add(more) > MAX_RUNS {
+            return Err(Bound::Runs);
+        }
+        if self.strays.len().saturating_add(stray_splits) > MAX_STRAYS {
+            return Err(Bound::Strays);
+        }
+        Ok(())
     }
 
     /// Removes the entries `span` names (all in the log), run by run from

@@ -425,7 +425,7 @@ impl Effect {
         // CHECK's effect does (entries appended at the end, or members
         // given back) cannot pass them when this says so; anything else is
         // applied to a copy first and refused if a step passes one.
-        if self.within_bounds(base) {
+        if self.within_bounds(base) || (self.log.is_none() && self.charge_fits(base)) {
             self.apply_checked(log).map_err(ApplyError::Bound)
         } else {
             let mut copy = base.clone();
@@ -441,6 +441,26 @@ impl Effect {
             .map_err(ApplyError::Bound)?;
             *log = copy;
             Ok(())
+        }
+    }
+
+    /// Whether the effect is one charge's change that fits `base` as it
+    /// is, so applying it in place cannot stop half-way: a CHARGE alone
+    /// (a SETTLE raise, however old the charge), or a CUT to 0 then a
+    /// CHARGE of the same request appended (a SETTLE moving its charge to
+    /// the newest score). A TRIM before it only takes runs away. So a
+    /// replica applies a raise in O(log n), without copying the log.
+    fn charge_fits(&self, base: &CompactLog) -> bool {
+        if !self.remove.is_empty() || !self.add.is_empty() {
+            return false;
+        }
+        let [(request, run)] = self.charges() else {
+            return false;
+        };
+        match self.cuts() {
+            [] => base.charge_fits(request, run),
+            [(cut, 0)] if cut == request => base.move_fits(request, run),
+            _ => false,
         }
     }
 

@@ -292,6 +292,18 @@ impl CompactLog {
         self.unheld(|h| h.cut_charge(request, keep))
     }
 
+    /// See [`Held::raise_charge`] (the unit tests).
+    #[cfg(test)]
+    pub fn raise_charge(
+        &mut self,
+        request: &[u8],
+        score_ms: i64,
+        held: u64,
+        to: u64,
+    ) -> Result<Option<Raised>, Bound> {
+        self.unheld(|h| h.raise_charge(request, score_ms, held, to))
+    }
+
     /// See [`Held::add_charge_units`] (the unit tests).
     #[cfg(test)]
     pub fn add_charge_units(
@@ -307,6 +319,17 @@ impl CompactLog {
     pub fn shape(&self) -> (u64, usize) {
         let v = self.view();
         (v.runs, v.strays.len())
+    }
+
+    /// Whether adding `run` to the charge under `request` passes no bound
+    /// (nothing changed).
+    pub fn charge_fits(&self, request: &[u8], run: &Run) -> bool {
+        self.view().charge_fits(request, run)
+    }
+
+    /// Whether removing a charge and appending `run` passes no bound.
+    pub fn move_fits(&self, request: &[u8], run: &Run) -> bool {
+        self.view().move_fits(request, run)
     }
 
     /// Whether `run` would go at the end with nothing else moved (members
@@ -547,6 +570,17 @@ impl Held<'_> {
     }
 }
 
+/// What [`Held::raise_charge`] added: `count` units scored `score` from
+/// member `first` on; `moved` when the charge's units were all taken off
+/// first (so `count` is all of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Raised {
+    pub score: i64,
+    pub first: i64,
+    pub count: u64,
+    pub moved: bool,
+}
+
 /// The charges made with an ID (see `charge.rs`): a small log holds none,
 /// so the first one promotes it to chunks, where it stays while it holds
 /// one.
@@ -570,6 +604,41 @@ impl Held<'_> {
             return Ok(None);
         }
         self.edit(|c| c.add_units(request, score_ms, n))
+    }
+
+    /// Raises the charge under `request` from `held` to `to` units (a new
+    /// charge when `held` is 0, scored `score_ms`): the new units at the
+    /// charge's own score, or, when that would pass a bound of the layout
+    /// (runs out of member order, a charge's runs of ids), the whole charge
+    /// moved to the newest score (see [`Chunked::move_charge`]). What was
+    /// added, `None` when nothing was or no id is free, or the bound it
+    /// would pass (nothing changed).
+    pub fn raise_charge(
+        &mut self,
+        request: &[u8],
+        score_ms: i64,
+        held: u64,
+        to: u64,
+    ) -> Result<Option<Raised>, Bound> {
+        let n = to.saturating_sub(held);
+        match self.add_charge_units(request, score_ms, n) {
+            Ok(added) => Ok(added.map(|(score, first)| Raised {
+                score,
+                first,
+                count: n,
+                moved: false,
+            })),
+            Err(Bound::Strays | Bound::ChargeSpans) if held > 0 => {
+                let moved = self.edit(|c| c.move_charge(request, to))?;
+                Ok(moved.map(|(score, first)| Raised {
+                    score,
+                    first,
+                    count: to,
+                    moved: true,
+                }))
+            }
+            Err(b) => Err(b),
+        }
     }
 
     /// Keeps the first `keep` units of the charge under `request`, the

@@ -267,15 +267,19 @@ impl<'c> CompactStore<'c> {
         }
         // Scores are server times in ms, integers (see `run.rs`).
         let score = score_ms as i64;
-        let added = self
+        let raised = self
             .log_mut()?
-            .add_charge_units(request, score, n)
+            .raise_charge(request, score, held, to)
             .map_err(|b| CallError::Refused(b.message()))?;
-        let Some((score, first)) = added else {
+        let Some(r) = raised else {
             return Err(NoFreeMember.into());
         };
-        self.effect.record_charge(request, score, first, n);
-        Ok(Some(score as f64))
+        if r.moved {
+            self.effect.record_cut(request, 0);
+        }
+        self.effect
+            .record_charge(request, r.score, r.first, r.count);
+        Ok(Some(r.score as f64))
     }
 
     /// Removes units `keep + 1 ..= held` of the charge under `request` (the

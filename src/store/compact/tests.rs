@@ -1479,3 +1479,70 @@ fn charge_effects_reproduce_the_log() {
         "ERR CHARGE needs a request id"
     );
 }
+
+/// A SETTLE raising an older charge never fails for the layout: where its
+/// new units at the charge's own score would pass the bound on runs out of
+/// member order (or on a charge's runs of ids), the whole charge moves to
+/// the newest score; its effect (CUT to 0, then CHARGE) reaches a replica,
+/// applied in place, to the same log.
+#[test]
+fn raising_an_older_charge_never_fails_for_the_layout() {
+    use crate::store::compact::effect::Effect;
+    let mut master = CompactLog::new();
+    let mut replica = CompactLog::new();
+    let ship = |e: &Effect, replica: &mut CompactLog| {
+        let args = e.to_args();
+        let words: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+        Effect::parse(&words).unwrap().apply(replica).unwrap();
+    };
+    // Charges one a millisecond; each raise of an older one puts a run out
+    // of member order, up to the bound, then moves.
+    let n = MAX_CHARGES as i64;
+    for i in 0..n {
+        let mut e = Effect::default();
+        let request = format!("c{i:03}");
+        let r = master
+            .raise_charge(request.as_bytes(), 10_000 + i, 0, 1)
+            .unwrap()
+            .unwrap();
+        assert!(!r.moved);
+        e.record_charge(request.as_bytes(), r.score, r.first, r.count);
+        ship(&e, &mut replica);
+    }
+    let mut moved = 0;
+    for i in 0..n - 1 {
+        let request = format!("c{i:03}");
+        let before = master.charge_of(request.as_bytes()).unwrap();
+        let base = master.clone();
+        let r = master
+            .raise_charge(request.as_bytes(), 0, 1, 2)
+            .unwrap()
+            .unwrap();
+        let mut e = Effect::default();
+        if r.moved {
+            moved += 1;
+            // Moved whole, to the newest score, later never earlier.
+            assert_eq!(r.count, 2);
+            assert!(r.score >= before.0);
+            e.record_cut(request.as_bytes(), 0);
+        } else {
+            assert_eq!(r.score, before.0);
+        }
+        e.record_charge(request.as_bytes(), r.score, r.first, r.count);
+        assert_eq!(master.charge_of(request.as_bytes()).unwrap().1, 2);
+        // The replica's step fits its log as it is: applied in place.
+        let (req, run) = &e.charges()[0];
+        if r.moved {
+            assert!(base.move_fits(req, run));
+        } else {
+            assert!(base.charge_fits(req, run));
+        }
+        ship(&e, &mut replica);
+        assert_eq!(replica, master);
+        assert_eq!(replica.charges(), master.charges());
+        master.check().unwrap();
+    }
+    assert!(moved > 0, "no raise reached the bound");
+    let (_, strays) = master.shape();
+    assert!(strays <= MAX_STRAYS);
+}
