@@ -1,5 +1,6 @@
 //! Module configuration: `slidewin.max-limit`, `slidewin.max-window-ms`,
-//! `slidewin.max-entries-per-call`, `slidewin.top-capacity`,
+//! `slidewin.max-entries-per-call`, `slidewin.max-charges-per-key`,
+//! `slidewin.top-capacity`,
 //! `slidewin.top-period-ms` and `slidewin.log-type`.
 //!
 //! Each can be given as load arguments (`--loadmodule libslidewin.so
@@ -28,6 +29,13 @@ use crate::top;
 pub const MAX_MAX_LIMIT: i64 = 10_000_000;
 /// The largest value `slidewin.max-window-ms` accepts: 100 years.
 pub const MAX_MAX_WINDOW_MS: i64 = 3_155_760_000_000;
+/// The default of `slidewin.max-charges-per-key`: a call that finds every
+/// charge of a key expired at once (0.2 to 0.3 µs each, measured in
+/// bench/results-charges.md) stays near a millisecond.
+pub const DEFAULT_MAX_CHARGES_PER_KEY: i64 = 5_000;
+/// The largest value `slidewin.max-charges-per-key` accepts: what a compact
+/// log may hold at all (the loader's bound).
+pub const MAX_MAX_CHARGES_PER_KEY: i64 = 1 << 24;
 /// The largest value `slidewin.max-entries-per-call` accepts: what one
 /// MCHECK could add at the largest `max-limit` on all its keys.
 pub const MAX_MAX_ENTRIES_PER_CALL: i64 = MAX_MAX_LIMIT * MAX_RULES;
@@ -36,6 +44,8 @@ static MAX_LIMIT: AtomicI64 = AtomicI64::new(DEFAULT_MAX_LIMIT);
 static MAX_WINDOW_MS: AtomicI64 = AtomicI64::new(DEFAULT_MAX_WINDOW_MS);
 /// 0 (the default): the value of `slidewin.max-limit`.
 static MAX_ENTRIES_PER_CALL: AtomicI64 = AtomicI64::new(0);
+/// The most charges made with an ID one compact log may hold.
+static MAX_CHARGES_PER_KEY: AtomicI64 = AtomicI64::new(DEFAULT_MAX_CHARGES_PER_KEY);
 static TOP_CAPACITY: AtomicI64 = AtomicI64::new(top::DEFAULT_CAPACITY);
 static TOP_PERIOD_MS: AtomicI64 = AtomicI64::new(top::DEFAULT_PERIOD_MS);
 
@@ -121,7 +131,7 @@ pub fn log_type() -> LogType {
 /// What the load arguments set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoadArgs {
-    pub numbers: [(Setting, i64); 5],
+    pub numbers: [(Setting, i64); 6],
     pub log_type: LogType,
 }
 
@@ -132,15 +142,18 @@ pub enum Setting {
     MaxWindowMs,
     /// The entries one call may add in all keys; 0: `max-limit`.
     MaxEntriesPerCall,
+    /// The charges made with an ID one compact log may hold.
+    MaxChargesPerKey,
     TopCapacity,
     TopPeriodMs,
 }
 
 impl Setting {
-    pub const ALL: [Setting; 5] = [
+    pub const ALL: [Setting; 6] = [
         Setting::MaxLimit,
         Setting::MaxWindowMs,
         Setting::MaxEntriesPerCall,
+        Setting::MaxChargesPerKey,
         Setting::TopCapacity,
         Setting::TopPeriodMs,
     ];
@@ -151,6 +164,7 @@ impl Setting {
             Setting::MaxLimit => "max-limit",
             Setting::MaxWindowMs => "max-window-ms",
             Setting::MaxEntriesPerCall => "max-entries-per-call",
+            Setting::MaxChargesPerKey => "max-charges-per-key",
             Setting::TopCapacity => "top-capacity",
             Setting::TopPeriodMs => "top-period-ms",
         }
@@ -161,6 +175,7 @@ impl Setting {
             Setting::MaxLimit => DEFAULT_MAX_LIMIT,
             Setting::MaxWindowMs => DEFAULT_MAX_WINDOW_MS,
             Setting::MaxEntriesPerCall => 0,
+            Setting::MaxChargesPerKey => DEFAULT_MAX_CHARGES_PER_KEY,
             Setting::TopCapacity => top::DEFAULT_CAPACITY,
             Setting::TopPeriodMs => top::DEFAULT_PERIOD_MS,
         }
@@ -168,7 +183,7 @@ impl Setting {
 
     pub fn min_value(self) -> i64 {
         match self {
-            Setting::MaxLimit | Setting::MaxWindowMs => 1,
+            Setting::MaxLimit | Setting::MaxWindowMs | Setting::MaxChargesPerKey => 1,
             // 0 follows `max-limit`; 0 turns the summary off.
             Setting::MaxEntriesPerCall | Setting::TopCapacity => 0,
             Setting::TopPeriodMs => top::MIN_PERIOD_MS,
@@ -180,6 +195,7 @@ impl Setting {
             Setting::MaxLimit => MAX_MAX_LIMIT,
             Setting::MaxWindowMs => MAX_MAX_WINDOW_MS,
             Setting::MaxEntriesPerCall => MAX_MAX_ENTRIES_PER_CALL,
+            Setting::MaxChargesPerKey => MAX_MAX_CHARGES_PER_KEY,
             Setting::TopCapacity => top::MAX_CAPACITY,
             Setting::TopPeriodMs => top::MAX_PERIOD_MS,
         }
@@ -190,10 +206,16 @@ impl Setting {
             Setting::MaxLimit => &MAX_LIMIT,
             Setting::MaxWindowMs => &MAX_WINDOW_MS,
             Setting::MaxEntriesPerCall => &MAX_ENTRIES_PER_CALL,
+            Setting::MaxChargesPerKey => &MAX_CHARGES_PER_KEY,
             Setting::TopCapacity => &TOP_CAPACITY,
             Setting::TopPeriodMs => &TOP_PERIOD_MS,
         }
     }
+}
+
+/// `slidewin.max-charges-per-key` now.
+pub fn max_charges_per_key() -> usize {
+    usize::try_from(MAX_CHARGES_PER_KEY.load(Ordering::Relaxed)).unwrap_or(usize::MAX)
 }
 
 /// `slidewin.top-capacity` and `slidewin.top-period-ms` now.
@@ -253,7 +275,7 @@ pub fn parse_load_args(args: &[&[u8]]) -> Result<LoadArgs, String> {
         }
         let Some(slot) = values.iter_mut().find(|(s, _)| s.name().as_bytes() == bare) else {
             return Err(format!(
-                "unknown module argument '{}' (known: max-limit, max-window-ms, max-entries-per-call, top-capacity, top-period-ms, log-type)",
+                "unknown module argument '{}' (known: max-limit, max-window-ms, max-entries-per-call, max-charges-per-key, top-capacity, top-period-ms, log-type)",
                 printable(name)
             ));
         };
@@ -323,7 +345,7 @@ pub fn register(ctx: &Context, values: &LoadArgs) {
 mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<[(Setting, i64); 5], String> {
+    fn parse(args: &[&str]) -> Result<[(Setting, i64); 6], String> {
         let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         parse_load_args(&bytes).map(|a| a.numbers)
     }
@@ -369,6 +391,7 @@ mod tests {
                 (Setting::MaxLimit, 100_000),
                 (Setting::MaxWindowMs, 31_622_400_000),
                 (Setting::MaxEntriesPerCall, 0),
+                (Setting::MaxChargesPerKey, 5_000),
                 (Setting::TopCapacity, 128),
                 (Setting::TopPeriodMs, 300_000),
             ])
@@ -392,6 +415,7 @@ mod tests {
                 (Setting::MaxLimit, 1000),
                 (Setting::MaxWindowMs, 5000),
                 (Setting::MaxEntriesPerCall, 6_400_000),
+                (Setting::MaxChargesPerKey, 5_000),
                 (Setting::TopCapacity, 0),
                 (Setting::TopPeriodMs, 300_000),
             ])

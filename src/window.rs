@@ -137,6 +137,13 @@ pub trait WindowLog {
     /// Removes units `keep + 1 ..= held` of the charge under `request` (the
     /// highest first; `keep` 0: all of it); returns how many it removed.
     fn remove_units(&mut self, request: &[u8], keep: u64, held: u64) -> Result<u64, Self::Error>;
+
+    /// Refuses a new charge where the store bounds how many charges a log
+    /// holds (`slidewin.max-charges-per-key`); asked of every log of a call
+    /// before anything is added, so a refused call changes nothing.
+    fn may_charge(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
 }
 
 /// The fields of a DETAIL reply the decision computes: the reply adds
@@ -489,6 +496,9 @@ fn check_using<L: WindowLog>(
                 repeated: true,
             });
         }
+    }
+    if request.is_some() && fits(n, rule) {
+        log.may_charge()?;
     }
     if !fits(n, rule) {
         let detail = if want.detail {
@@ -970,6 +980,11 @@ fn mcheck_using<L: WindowLog>(
     }
     let counts = count_rules(logs, rules, now_ms, cost)?;
     let allowed = !rules.is_empty() && counts.iter().all(|&(_, f)| f);
+    if allowed && request.is_some() {
+        for log in logs.iter_mut() {
+            log.may_charge()?;
+        }
+    }
     let admitted = if allowed {
         Some(admit(logs, rules, now_ms, cost, request, wide)?)
     } else {

@@ -145,4 +145,8 @@ impl WindowLog for KeyLog<'_> {
     fn remove_units(&mut self, request: &[u8], keep: u64, held: u64) -> Result<u64, CallError> {
         forward!(self, l => l.remove_units(request, keep, held))
     }
+
+    fn may_charge(&mut self) -> Result<(), CallError> {
+        forward!(self, l => l.may_charge())
+    }
 }

@@ -462,7 +462,19 @@ impl WindowLog for CompactStore<'_> {
     fn remove_units(&mut self, request: &[u8], keep: u64, _held: u64) -> Result<u64, Self::Error> {
         self.remove_charge_units(request, keep)
     }
+
+    fn may_charge(&mut self) -> Result<(), Self::Error> {
+        let held = self.log()?.map_or(0, |l| l.charge_count());
+        if held >= crate::config::max_charges_per_key() {
+            return Err(CallError::Refused(MAX_CHARGES_REFUSAL));
+        }
+        Ok(())
+    }
 }
+
+/// A new charge refused on a key at `slidewin.max-charges-per-key`.
+pub const MAX_CHARGES_REFUSAL: &str =
+    "the key holds slidewin.max-charges-per-key charges made with an ID: retry when one leaves the window, or raise the setting";
 
 /// Applies `SLIDEWIN.APPLY`'s effect to `key` (missing, or holding a
 /// compact log: the caller checked): checked first, so a refused effect
