@@ -117,7 +117,7 @@ impl Bound {
                 format!("the log would hold more than {MAX_ENTRIES} entries"),
                 format!("the log would hold more than {MAX_CHARGES} charges made with an ID"),
                 format!(
-                    "a charge made with an ID would hold more than {MAX_CHARGE_SPANS} runs of members (SETTLE raised it too often)"
+                    "a charge made with an ID would hold more than {MAX_CHARGE_SPANS} runs of members"
                 ),
                 format!("ID must be 1 to {MAX_REQUEST_ID} bytes"),
             ]
