@@ -601,8 +601,9 @@ fn config_load_and_runtime(flavor: Flavor) {
         .arg("slidewin.*")
         .query(&mut c)
         .unwrap();
-    assert_eq!(all.len(), 6, "{all:?}");
+    assert_eq!(all.len(), 7, "{all:?}");
     assert_eq!(all["slidewin.max-entries-per-call"], "0");
+    assert_eq!(all["slidewin.max-charges-per-key"], "5000");
     assert_eq!(all["slidewin.top-capacity"], "128");
     assert_eq!(all["slidewin.log-type"], "zset");
     assert_eq!(all["slidewin.top-period-ms"], "300000");
@@ -638,6 +639,8 @@ fn config_load_and_runtime(flavor: Flavor) {
         ("slidewin.max-window-ms", "3155760000001"),
         ("slidewin.max-entries-per-call", "-1"),
         ("slidewin.max-entries-per-call", "640000001"),
+        ("slidewin.max-charges-per-key", "0"),
+        ("slidewin.max-charges-per-key", "16777217"),
     ] {
         let was = config_get(&mut c, name);
         let err = redis::cmd("CONFIG")
