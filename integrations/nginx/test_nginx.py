@@ -125,7 +125,7 @@ def test_limits_with_headers_and_refusals_are_not_charged(server, nginx):
     assert r.zcard("rl:api:127.0.0.1") == 100
     assert int(r.info("slidewin")["slidewin_checks_denied"]) == 5
     s = nginx.status()
-    assert (s["slidewin_nginx_allowed"], s["slidewin_nginx_refused"]) == (100, 5)
+    assert (s["slidewin_nginx_allowed_total"], s["slidewin_nginx_refused_total"]) == (100, 5)
     no_closed_socket_lines(nginx.log())
 
 
@@ -167,7 +167,7 @@ def test_shadow_lets_everything_through_and_counts(server, nginx):
     assert int(info["slidewin_checks_denied"]) == 0
     top = r.execute_command("SLIDEWIN.TOP", "DENIED")
     assert [t[0] for t in top] == [b"rl:beta:127.0.0.1"] and top[0][1] == 5, top
-    assert nginx.status()["slidewin_nginx_shadow_refused"] == 5
+    assert nginx.status()["slidewin_nginx_shadow_refused_total"] == 5
     assert len(re.findall(r"\[notice\].*shadow limit would refuse rl:beta:127\.0\.0\.1", nginx.log())) == 5
 
 
@@ -182,7 +182,7 @@ def test_outage_fails_open_or_closed_as_configured(server, nginx):
     assert nginx.get("/paid/x")[0] == 503, "fail closed"
     assert nginx.get("/api/x")[0] == 200
     s = nginx.status()
-    assert (s["slidewin_nginx_outage_open"], s["slidewin_nginx_outage_closed"]) == (2, 1)
+    assert (s["slidewin_nginx_outage_open_total"], s["slidewin_nginx_outage_closed_total"]) == (2, 1)
     log = nginx.log()
     assert log.count("limiter unavailable, failing open") == 2, log
     assert log.count("limiter unavailable, failing closed (503)") == 1, log

@@ -203,7 +203,7 @@ function _M.status(dict_name)
     local dict = ngx.shared[dict_name or DEFAULTS.stats]
     ngx.header["Content-Type"] = "text/plain"
     for _, name in ipairs({ "allowed", "refused", "shadow_refused", "outage_open", "outage_closed" }) do
-        ngx.say("slidewin_nginx_", name, " ", dict and dict:get(name) or 0)
+        ngx.say("slidewin_nginx_", name, "_total ", dict and dict:get(name) or 0)
     end
 end
 
