@@ -73,6 +73,11 @@ python-client: deps ## Install the Python client (clients/python) into .venv/ as
 test-python: build python-client ## The Python client's tests (pytest) against the four servers
 	cd / && $(PYTHON) -m pytest -q -p no:cacheprovider $(CURDIR)/clients/python/tests
 
+.PHONY: test-integrations
+test-integrations: build python-client ## The integrations' tests (integrations/: nginx + Lua, Prometheus, Symfony, rack-attack) on Redis 7.0 and Valkey 9.1 (INTEGRATION_SERVERS=...); installs their packages (scripts/deps.sh integrations)
+	@scripts/deps.sh integrations >/dev/null
+	cd / && $(PYTHON) -m pytest -q -p no:cacheprovider $(CURDIR)/integrations
+
 test-limits: build python-client ## The limits library's own storage, strategy and concurrency tests (its sdist, unmodified) on the slidewin storages, four servers (LIMITS_LOG_TYPES=zset or compact, LIMITS_SERVERS=...: fewer)
 	SLIDEWIN_LIMITS_LOG_TYPES="$(LIMITS_LOG_TYPES)" SLIDEWIN_LIMITS_SERVERS="$(LIMITS_SERVERS)" scripts/limits-suite.sh
 

@@ -6,10 +6,11 @@ MODULE LOAD is not allowed (many managed Redis/Valkey services).
   FUNCTION LOAD "$(cat lua/slidewin.lua)"            (Redis 7.0+, Valkey)
 
   FCALL    slidewin_check  1 key limit window_ms [COST count] [ID request-id]
-                             [DETAIL] [WITHMEMBERS]
+                             [DETAIL] [WITHMEMBERS] [SHADOW]
   FCALL_RO slidewin_peek   1 key limit window_ms [COST count] [DETAIL]
   FCALL    slidewin_mcheck N key1 .. keyN limit1 window_ms1 .. limitN window_msN
                              [COST count] [ID request-id] [DETAIL] [WITHMEMBERS]
+                             [SHADOW]
   FCALL    slidewin_undo   1 key member [member ...]
   FCALL    slidewin_undo   1 key ID request-id
   FCALL    slidewin_settle 1 key ID request-id COST units
@@ -213,11 +214,11 @@ local function ms_until_expired(score, window, now)
     return math.ceil(score + window - now)
 end
 
--- Options after the rules: COST count, DETAIL, and for writes ID request-id
--- and WITHMEMBERS (PEEK always replies in detail: DETAIL is accepted there
+-- Options after the rules: COST count, DETAIL, and for writes ID request-id,
+-- WITHMEMBERS and SHADOW (PEEK always replies in detail: DETAIL is accepted there
 -- and changes nothing).
 local function parse_options(args, from, write)
-    local o = { cost = 1, detail = false, members = false, id = nil }
+    local o = { cost = 1, detail = false, members = false, shadow = false, id = nil }
     local seen = {}
     local i = from
     while i <= #args do
@@ -228,7 +229,11 @@ local function parse_options(args, from, write)
         if not write and opt == 'ID' then
             return nil, 'ERR PEEK records nothing: ID applies to CHECK and MCHECK'
         end
-        local known = opt == 'COST' or opt == 'DETAIL' or (write and (opt == 'WITHMEMBERS' or opt == 'ID'))
+        if not write and opt == 'SHADOW' then
+            return nil, 'ERR PEEK refuses nothing: SHADOW applies to CHECK and MCHECK'
+        end
+        local known = opt == 'COST' or opt == 'DETAIL' or
+            (write and (opt == 'WITHMEMBERS' or opt == 'ID' or opt == 'SHADOW'))
         if not known then
             local shown = args[i]:sub(1, 32):gsub('[^%w%p ]', function(c)
                 return string.format('\\x%02x', string.byte(c))
@@ -254,7 +259,13 @@ local function parse_options(args, from, write)
             o.id = args[i + 1]
             i = i + 2
         else
-            if opt == 'DETAIL' then o.detail = true else o.members = true end
+            if opt == 'DETAIL' then
+                o.detail = true
+            elseif opt == 'SHADOW' then
+                o.shadow = true
+            else
+                o.members = true
+            end
             i = i + 1
         end
     end
@@ -415,7 +426,9 @@ local function check(keys, args, name, write)
     if o.id and charge(key, o.id) then
         -- A repeat: charges nothing, changes nothing more (the trim aside).
         if not o.detail then return 1 end
-        return { 1, limit, math.max(0, limit - n), 0, reset_after(key, now, window) }
+        local reply = { 1, limit, math.max(0, limit - n), 0, reset_after(key, now, window) }
+        if o.shadow then reply[6] = 0 end
+        return reply
     end
     local allowed = n + o.cost <= limit
     local members = {}
@@ -430,12 +443,15 @@ local function check(keys, args, name, write)
         end
         redis.call('PEXPIREAT', key, at)
     end
+    -- SHADOW: a refused call is answered as allowed (nothing was added);
+    -- the other fields are the real ones, and shadow_refused says so.
+    local answered = allowed or o.shadow
     if write and not o.detail then
-        return allowed and 1 or 0
+        return answered and 1 or 0
     end
     local count = n
     if write and allowed then count = n + o.cost end
-    local reply = { allowed and 1 or 0, limit, math.max(0, limit - count) }
+    local reply = { answered and 1 or 0, limit, math.max(0, limit - count) }
     if allowed then
         reply[4] = 0
         if write then reply[5] = at - now else reply[5] = reset_after(key, now, window) end
@@ -443,7 +459,8 @@ local function check(keys, args, name, write)
         reply[4] = retry_after(key, now, limit, window, o.cost, n)
         reply[5] = reset_after(key, now, window)
     end
-    if o.members then reply[6] = tokens(members, now) end
+    if o.shadow then reply[#reply + 1] = allowed and 0 or 1 end
+    if o.members then reply[#reply + 1] = tokens(members, now) end
     return reply
 end
 
@@ -504,6 +521,7 @@ local function mcheck(keys, args)
                     reply[#reply + 1] = { 1, limits[i], math.max(0, limits[i] - n), 0,
                         reset_after(keys[i], now, windows[i]) }
                 end
+                if o.shadow then reply[#reply + 1] = 0 end
                 return reply
             end
         end
@@ -530,7 +548,8 @@ local function mcheck(keys, args)
             redis.call('PEXPIREAT', k, at)
         end
     end
-    if not o.detail then return allowed and 1 or 0 end
+    local answered = allowed or o.shadow
+    if not o.detail then return answered and 1 or 0 end
     local retry = 0
     local details = {}
     for i = 1, rules do
@@ -551,8 +570,9 @@ local function mcheck(keys, args)
         end
         details[i] = { fits[i] and 1 or 0, limits[i], math.max(0, limits[i] - count), own, reset }
     end
-    local reply = { allowed and 1 or 0, allowed and 0 or retry }
+    local reply = { answered and 1 or 0, allowed and 0 or retry }
     for i = 1, rules do reply[#reply + 1] = details[i] end
+    if o.shadow then reply[#reply + 1] = allowed and 0 or 1 end
     if o.members then reply[#reply + 1] = tokens(members, now) end
     return reply
 end

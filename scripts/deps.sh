@@ -16,6 +16,14 @@
 #                           the libFuzzer it builds
 #   scripts/deps.sh [test]  everything the tests, the benchmark and the
 #                           examples need (make test, make deps), below
+#   scripts/deps.sh integrations
+#                           test's, and what the integrations' tests need
+#                           (make test-integrations; integrations/): Debian's
+#                           nginx with its Lua module and lua-nginx-redis,
+#                           prometheus (promtool) and prometheus-redis-exporter,
+#                           PHP with php-redis and Symfony's RateLimiter, Ruby
+#                           with rack, rack-attack and redis; apt, without
+#                           recommends, no service started
 #
 # Nothing of the test toolchain (Go, Node.js, valgrind, busybox, pytest and
 # the test packages) is installed for build or run.
@@ -50,8 +58,15 @@ cd "$(dirname "$0")/.."
 MODE=${1:-test}
 case "$MODE" in
   build | run | dist | fuzz | test) ;;
-  *) echo "usage: $0 [build|run|dist|fuzz|test]" >&2; exit 2 ;;
+  integrations) ;;
+  *) echo "usage: $0 [build|run|dist|fuzz|test|integrations]" >&2; exit 2 ;;
 esac
+# integrations: everything test installs, then the integrations' packages.
+INTEGRATIONS=false
+if [ "$MODE" = integrations ]; then
+  INTEGRATIONS=true
+  MODE=test
+fi
 
 # The interpreter the virtual environment is made from (only read, never
 # installed into), and the environment itself.
@@ -180,6 +195,47 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
+# The integrations' packages (integrations/*/test.sh), without recommends
+# (prometheus would bring a node exporter, nginx a default site). Installing
+# starts no service: where the machine has no policy-rc.d (Docker images
+# have one) one refusing every start is put there for the install only, so
+# nothing listens on a public address.
+if $INTEGRATIONS; then
+  need_int=()
+  command -v nginx >/dev/null 2>&1 || need_int+=(nginx)
+  [ -e /usr/lib/nginx/modules/ngx_http_lua_module.so ] || need_int+=(libnginx-mod-http-lua)
+  [ -e /usr/share/lua/5.1/nginx/redis.lua ] || need_int+=(lua-nginx-redis)
+  command -v promtool >/dev/null 2>&1 || need_int+=(prometheus)
+  command -v prometheus-redis-exporter >/dev/null 2>&1 || need_int+=(prometheus-redis-exporter)
+  command -v php >/dev/null 2>&1 || need_int+=(php-cli)
+  { command -v php >/dev/null 2>&1 && php -r 'exit(extension_loaded("redis") ? 0 : 1);'; } || need_int+=(php-redis)
+  [ -e /usr/share/php/Symfony/Component/RateLimiter/autoload.php ] || need_int+=(php-symfony-rate-limiter)
+  command -v ruby >/dev/null 2>&1 || need_int+=(ruby)
+  { command -v ruby >/dev/null 2>&1 && ruby -e 'require "rack"; require "rack/attack"; require "redis"' 2>/dev/null; } ||
+    need_int+=(ruby-rack ruby-rack-attack ruby-redis)
+  if [ ${#need_int[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+      echo "deps: missing ${need_int[*]}: run as root: apt-get install -y --no-install-recommends ${need_int[*]}" >&2
+      exit 1
+    fi
+    echo "deps: installing ${need_int[*]} (apt, for the integrations)"
+    policy_made=false
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+      $SUDO chmod 755 /usr/sbin/policy-rc.d
+      policy_made=true
+    fi
+    $SUDO apt-get update -qq
+    status=0
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_int[@]}" >/dev/null || status=$?
+    if $policy_made; then $SUDO rm -f /usr/sbin/policy-rc.d; fi
+    [ "$status" = 0 ] || {
+      echo "deps: run as root: apt-get install -y --no-install-recommends ${need_int[*]}" >&2
+      exit 1
+    }
+  fi
+fi
+
 libclang=$(scripts/find-libclang.sh) || {
   echo "deps: libclang still not found after installing libclang-dev; set LIBCLANG_PATH" >&2
   exit 1
@@ -269,4 +325,10 @@ echo "deps: redis-py    $("$PYTHON" -c 'import redis; print(redis.__version__, r
 echo "deps: throttled-py $("$PYTHON" -c 'import importlib.metadata as m; print(m.version("throttled-py"))'), limits $("$PYTHON" -c 'import importlib.metadata as m; print(m.version("limits"))')"
 echo "deps: node        $(node --version), redis client $(node -e "console.log(require('redis/package.json').version)")"
 echo "deps: go          $(go version 2>/dev/null | cut -d" " -f3), redigo $(ls /usr/share/gocode/src/github.com/gomodule/redigo/redis/redis.go >/dev/null 2>&1 && echo in /usr/share/gocode)"
+if $INTEGRATIONS; then
+  echo "deps: nginx       $(nginx -v 2>&1 | sed 's/.*nginx\///'), lua module $(dpkg-query -W -f='${Version}' libnginx-mod-http-lua), resty.redis $(dpkg-query -W -f='${Version}' lua-nginx-redis)"
+  echo "deps: prometheus  promtool $(promtool --version 2>&1 | sed -n 's/^promtool, version \([^ ]*\).*/\1/p'), redis exporter $(dpkg-query -W -f='${Version}' prometheus-redis-exporter)"
+  echo "deps: php         $(php -r 'echo PHP_VERSION;'), php-redis $(php -r 'echo phpversion("redis");'), symfony rate-limiter $(dpkg-query -W -f='${Version}' php-symfony-rate-limiter)"
+  echo "deps: ruby        $(ruby -e 'print RUBY_VERSION'), rack-attack $(dpkg-query -W -f='${Version}' ruby-rack-attack), redis $(dpkg-query -W -f='${Version}' ruby-redis)"
+fi
 echo "deps: $(cargo --version)"

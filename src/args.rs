@@ -1,9 +1,9 @@
 //! Argument parsing for the SLIDEWIN commands: pure Rust, no Redis types.
 //!
 //! ```text
-//! SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL] [WITHMEMBERS] [WITHOLDEST]
+//! SLIDEWIN.CHECK key limit window_ms [COST count] [ID request-id] [DETAIL] [WITHMEMBERS] [WITHOLDEST] [SHADOW]
 //! SLIDEWIN.PEEK  key limit window_ms [COST count] [DETAIL] [WITHOLDEST]
-//! SLIDEWIN.MCHECK numrules key limit window_ms [key limit window_ms ...] [COST count] [DETAIL] [WITHMEMBERS]
+//! SLIDEWIN.MCHECK numrules key limit window_ms [key limit window_ms ...] [COST count] [ID request-id] [DETAIL] [WITHMEMBERS] [SHADOW]
 //! ```
 //!
 //! Integers are parsed the way Redis parses them (`string2ll`): an optional
@@ -74,6 +74,7 @@ struct Options<'a> {
     detail: bool,
     with_members: bool,
     with_oldest: bool,
+    shadow: bool,
     id: Option<&'a [u8]>,
 }
 
@@ -86,7 +87,8 @@ fn request_id(bytes: &[u8]) -> Result<&[u8], ArgError> {
     }
 }
 
-/// Parses `[COST count] [DETAIL] [WITHMEMBERS] [WITHOLDEST]`; PEEK takes
+/// Parses `[COST count] [ID request-id] [DETAIL] [WITHMEMBERS] [WITHOLDEST]
+/// [SHADOW]`; PEEK takes
 /// COST, DETAIL (it always replies in detail, so DETAIL changes nothing)
 /// and WITHOLDEST, not WITHMEMBERS (it records nothing: the error says so,
 /// rather than "unknown option"); MCHECK (several
@@ -102,11 +104,12 @@ fn parse_options<'a>(
         detail: false,
         with_members: false,
         with_oldest: false,
+        shadow: false,
         id: None,
     };
     let (mut seen_cost, mut seen_detail, mut seen_members, mut seen_oldest) =
         (false, false, false, false);
-    let mut seen_id = false;
+    let (mut seen_id, mut seen_shadow) = (false, false);
     let once = |seen: &mut bool, name: &'static str| {
         if std::mem::replace(seen, true) {
             Err(ArgError::RepeatedOption(name))
@@ -134,6 +137,11 @@ fn parse_options<'a>(
             o.id = Some(request_id(args.next().ok_or(ArgError::MissingId)?)?);
         } else if !write && option.eq_ignore_ascii_case(b"ID") {
             return Err(ArgError::PeekId);
+        } else if write && option.eq_ignore_ascii_case(b"SHADOW") {
+            once(&mut seen_shadow, "SHADOW")?;
+            o.shadow = true;
+        } else if !write && option.eq_ignore_ascii_case(b"SHADOW") {
+            return Err(ArgError::PeekShadow);
         } else if single && option.eq_ignore_ascii_case(b"WITHOLDEST") {
             once(&mut seen_oldest, "WITHOLDEST")?;
             o.with_oldest = true;
@@ -158,6 +166,10 @@ pub struct Reply {
     /// Also reply with the age of the oldest entry in the window (implies
     /// the detail reply; CHECK and PEEK only).
     pub with_oldest: bool,
+    /// SHADOW (CHECK and MCHECK): a call the limit refuses is answered as
+    /// allowed (and charged nothing); the detail reply gains the field
+    /// `shadow_refused`, after WITHOLDEST's and before WITHMEMBERS'.
+    pub shadow: bool,
 }
 
 impl Reply {
@@ -242,6 +254,8 @@ pub enum ArgError {
     MissingId,
     /// PEEK was given ID: it records nothing.
     PeekId,
+    /// PEEK was given SHADOW: it refuses nothing.
+    PeekShadow,
     /// WITHMEMBERS with ID: a charge made with an ID is given back by it.
     MembersWithId,
     /// SETTLE's `units` is not an integer in `0..=max`.
@@ -300,6 +314,9 @@ impl fmt::Display for ArgError {
             ArgError::MissingId => f.write_str("ERR ID needs a request id"),
             ArgError::PeekId => {
                 f.write_str("ERR PEEK records nothing: ID applies to CHECK and MCHECK")
+            }
+            ArgError::PeekShadow => {
+                f.write_str("ERR PEEK refuses nothing: SHADOW applies to CHECK and MCHECK")
             }
             ArgError::MembersWithId => f.write_str(
                 "ERR WITHMEMBERS and ID cannot be combined: give a charge made with an ID back with SLIDEWIN.UNDO key ID request-id",
@@ -420,6 +437,7 @@ pub fn parse<'a>(
             detail: o.detail || o.with_members || o.with_oldest || command == Command::Peek,
             with_members: o.with_members,
             with_oldest: o.with_oldest,
+            shadow: o.shadow,
         },
     })
 }
@@ -461,6 +479,7 @@ pub fn parse_multi<'a>(
             detail: o.detail || o.with_members,
             with_members: o.with_members,
             with_oldest: false,
+            shadow: o.shadow,
         },
     })
 }

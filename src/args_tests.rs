@@ -108,6 +108,7 @@ fn valid_requests() {
                 detail: *detail,
                 with_members: false,
                 with_oldest: false,
+                shadow: false,
             },
         };
         assert_eq!(
@@ -201,6 +202,72 @@ fn invalid_requests() {
             "{command:?} {args:?}"
         );
     }
+}
+
+#[test]
+fn shadow_is_an_option_of_check_and_mcheck_only() {
+    // CHECK: any case, with or without DETAIL, among the other options.
+    for args in [
+        &["5", "1000", "SHADOW"][..],
+        &["5", "1000", "shadow"][..],
+        &["5", "1000", "Shadow", "COST", "2"][..],
+    ] {
+        let r = parse_strs(Command::Check, args).unwrap();
+        assert!(r.reply.shadow, "{args:?}");
+        assert!(
+            !r.reply.detail,
+            "{args:?}: SHADOW alone keeps the plain reply"
+        );
+    }
+    let r = parse_strs(
+        Command::Check,
+        &["5", "1000", "DETAIL", "shadow", "WITHOLDEST", "ID", "r"],
+    )
+    .unwrap();
+    assert_eq!(
+        r.reply,
+        Reply {
+            detail: true,
+            with_members: false,
+            with_oldest: true,
+            shadow: true,
+        }
+    );
+    assert_eq!(r.id, Some(&b"r"[..]));
+    assert!(
+        !parse_strs(Command::Check, &["5", "1000", "DETAIL"])
+            .unwrap()
+            .reply
+            .shadow
+    );
+    // At most once; PEEK refuses nothing, so it takes no SHADOW.
+    assert_eq!(
+        parse_strs(Command::Check, &["5", "1000", "SHADOW", "shadow"]),
+        Err(ArgError::RepeatedOption("SHADOW"))
+    );
+    assert_eq!(
+        parse_strs(Command::Peek, &["5", "1000", "SHADOW"]),
+        Err(ArgError::PeekShadow)
+    );
+    assert_eq!(
+        ArgError::PeekShadow.to_string(),
+        "ERR PEEK refuses nothing: SHADOW applies to CHECK and MCHECK"
+    );
+    // A word that merely starts like it is still unknown.
+    assert_eq!(
+        parse_strs(Command::Check, &["5", "1000", "SHADOWS"]),
+        Err(ArgError::UnknownOption("SHADOWS".into()))
+    );
+    // MCHECK.
+    let p =
+        |args: &[&'static str]| parse_multi(args.iter().map(|a| a.as_bytes()), Bounds::default());
+    let r = p(&["2", "a", "5", "1000", "b", "1", "1000", "shadow", "DETAIL"]).unwrap();
+    assert!(r.reply.shadow && r.reply.detail);
+    assert!(!p(&["1", "a", "5", "1000"]).unwrap().reply.shadow);
+    assert_eq!(
+        p(&["1", "a", "5", "1000", "SHADOW", "SHADOW"]),
+        Err(ArgError::RepeatedOption("SHADOW"))
+    );
 }
 
 #[test]
@@ -362,6 +429,7 @@ proptest! {
         );
         prop_assert_eq!(r.reply.with_members, !peek && word("WITHMEMBERS"));
         prop_assert_eq!(r.reply.with_oldest, word("WITHOLDEST"));
+        prop_assert_eq!(r.reply.shadow, !peek && word("SHADOW"));
     }
 }
 
@@ -384,7 +452,7 @@ fn option() -> impl Strategy<Value = Vec<Vec<u8>>> {
     prop_oneof![
         2 => (proptest::sample::select(vec!["COST", "cost", "Cost"]), argument())
             .prop_map(|(w, n)| vec![w.as_bytes().to_vec(), n]),
-        2 => proptest::sample::select(vec!["DETAIL", "detail", "WITHMEMBERS", "WithMembers", "WITHOLDEST"])
+        2 => proptest::sample::select(vec!["DETAIL", "detail", "WITHMEMBERS", "WithMembers", "WITHOLDEST", "SHADOW", "shadow"])
             .prop_map(|w| vec![w.as_bytes().to_vec()]),
         1 => argument().prop_map(|a| vec![a]),
     ]

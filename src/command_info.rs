@@ -92,6 +92,14 @@ const WITHOLDEST: ArgDoc = ArgDoc {
         raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
     )
 };
+const SHADOW: ArgDoc = ArgDoc {
+    token: Some(c"SHADOW"),
+    optional: true,
+    ..required(
+        c"shadow",
+        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+    )
+};
 
 const ID: ArgDoc = ArgDoc {
     token: Some(c"ID"),
@@ -115,10 +123,10 @@ pub struct CommandDoc {
     pub args: &'static [ArgDoc],
 }
 
-/// `SLIDEWIN.CHECK key limit window_ms [COST count] [ID request-id] [DETAIL] [WITHMEMBERS] [WITHOLDEST]`.
+/// `SLIDEWIN.CHECK key limit window_ms [COST count] [ID request-id] [DETAIL] [WITHMEMBERS] [WITHOLDEST] [SHADOW]`.
 pub const CHECK: CommandDoc = CommandDoc {
     name: c"slidewin.check",
-    summary: c"Records a call of `count` units (default 1) and replies 1 if they fit under `limit` in the trailing `window_ms` milliseconds; else replies 0 and records nothing. DETAIL replies [allowed, limit, remaining, retry_after_ms, reset_after_ms]; WITHOLDEST adds oldest_age_ms (-1 when empty), WITHMEMBERS the members added (tokens for SLIDEWIN.UNDO). With ID, the units are a charge under that request id: while the key holds it, the same ID charges nothing and replies 1.",
+    summary: c"Records a call of `count` units (default 1) and replies 1 if they fit under `limit` in the trailing `window_ms` milliseconds; else replies 0 and records nothing. DETAIL replies [allowed, limit, remaining, retry_after_ms, reset_after_ms]; WITHOLDEST adds oldest_age_ms (-1 when empty), WITHMEMBERS the members added (tokens for SLIDEWIN.UNDO). With ID, the units are a charge under that request id: while the key holds it, the same ID charges nothing and replies 1. SHADOW (a dry run): a call the limit refuses records nothing but replies 1 (allowed field 1), and DETAIL adds shadow_refused (1 when the limit refused) after oldest_age_ms and before the members.",
     complexity: c"O(log(N) + M*log(N) + C*log(N)) with N the entries in the key, M the expired entries removed and C the count added; DETAIL on a denied call adds O(min(k, N-k)) to find the entry to wait for.",
     since: c"0.1.0",
     arity: -4,
@@ -126,7 +134,17 @@ pub const CHECK: CommandDoc = CommandDoc {
         | raw::REDISMODULE_CMD_KEY_ACCESS
         | raw::REDISMODULE_CMD_KEY_UPDATE,
     keys: Keys::First,
-    args: &[KEY, LIMIT, WINDOW, COST, ID, DETAIL, WITHMEMBERS, WITHOLDEST],
+    args: &[
+        KEY,
+        LIMIT,
+        WINDOW,
+        COST,
+        ID,
+        DETAIL,
+        WITHMEMBERS,
+        WITHOLDEST,
+        SHADOW,
+    ],
 };
 
 /// `SLIDEWIN.PEEK key limit window_ms [COST count] [DETAIL] [WITHOLDEST]`.
@@ -141,10 +159,10 @@ pub const PEEK: CommandDoc = CommandDoc {
     args: &[KEY, LIMIT, WINDOW, COST, DETAIL, WITHOLDEST],
 };
 
-/// `SLIDEWIN.MCHECK numrules key limit window_ms [...] [COST count] [DETAIL] [WITHMEMBERS]`.
+/// `SLIDEWIN.MCHECK numrules key limit window_ms [...] [COST count] [ID request-id] [DETAIL] [WITHMEMBERS] [SHADOW]`.
 pub const MCHECK: CommandDoc = CommandDoc {
     name: c"slidewin.mcheck",
-    summary: c"Judges several sliding-window rules (key limit window_ms) on one clock reading and records `count` units in every key only if every rule allows them; replies 1/0, or with DETAIL [allowed, retry_after_ms, one five-field array per rule]. With ID, the units are a charge under that request id in each key: while any of the keys holds it, the same ID charges nothing and replies 1.",
+    summary: c"Judges several sliding-window rules (key limit window_ms) on one clock reading and records `count` units in every key only if every rule allows them; replies 1/0, or with DETAIL [allowed, retry_after_ms, one five-field array per rule]. With ID, the units are a charge under that request id in each key: while any of the keys holds it, the same ID charges nothing and replies 1. SHADOW (a dry run): a call the rules refuse records nothing but replies 1 (top allowed field 1; each rule's own field stays real), and DETAIL adds shadow_refused after the rules' arrays and before the members.",
     complexity: c"The sum over its keys of SLIDEWIN.CHECK's complexity.",
     since: c"0.1.0",
     arity: -5,
@@ -171,6 +189,7 @@ pub const MCHECK: CommandDoc = CommandDoc {
         ID,
         DETAIL,
         WITHMEMBERS,
+        SHADOW,
     ],
 };
 

@@ -73,7 +73,10 @@ fn members(ids: &[i64], now_ms: i64) -> RedisValue {
 
 /// The reply for a verdict: `1`/`0`, or the five-field DETAIL array, plus
 /// the oldest entry's age with WITHOLDEST (`oldest_age_ms`, -1 for an
-/// empty window), plus, last, the members added with WITHMEMBERS.
+/// empty window), plus `shadow_refused` with SHADOW, plus, last, the
+/// members added with WITHMEMBERS. With SHADOW a refused call is answered
+/// as allowed (`1`, or an allowed field of 1); its other fields are the
+/// real ones.
 fn reply(
     options: Reply,
     limit: u64,
@@ -81,26 +84,34 @@ fn reply(
     oldest_age: Option<i64>,
     now_ms: i64,
 ) -> RedisValue {
+    let shadow_refused = options.shadow && !verdict.allowed;
+    let answered = verdict.allowed || options.shadow;
     match &verdict.detail {
         Some(d) if options.detail => {
-            let mut fields = five(verdict.allowed, limit, d);
+            let mut fields = five(answered, limit, d);
             if options.with_oldest {
                 fields.push(RedisValue::Integer(oldest_age.unwrap_or(-1)));
+            }
+            if options.shadow {
+                fields.push(RedisValue::Integer(i64::from(shadow_refused)));
             }
             if options.with_members {
                 fields.push(members(&verdict.members, now_ms));
             }
             RedisValue::Array(fields)
         }
-        _ => RedisValue::Integer(i64::from(verdict.allowed)),
+        _ => RedisValue::Integer(i64::from(answered)),
     }
 }
 
 /// Charges a decision on `key` to the node's heavy hitters; a denial also
 /// fires the keyspace event `slidewin.denied` (class `d`, module events).
-fn observe(ctx: &Context, now_ms: i64, allowed: bool, key: &Arg) {
+/// A refusal under SHADOW (`shadow`) is charged to the hitters as a denial
+/// (SLIDEWIN.TOP DENIED lists it) but fires no event: the caller was
+/// allowed.
+fn observe(ctx: &Context, now_ms: i64, allowed: bool, shadow: bool, key: &Arg) {
     hitters::record(now_ms, allowed, key.as_slice());
-    if !allowed {
+    if !allowed && !shadow {
         crate::ffi::notify(
             ctx,
             redis_module::raw::REDISMODULE_NOTIFY_MODULE as std::os::raw::c_int,
@@ -131,12 +142,13 @@ fn execute(ctx: &Context, argv: &[Arg], command: Command) -> RedisResult {
             let verdict =
                 window::check_request(&mut log, now, rule, request.reply.want(), request.id)?;
             let oldest_age = oldest(&mut log, &verdict)?;
-            match verdict.repeated {
-                true => counters::record_repeat(),
-                false => counters::record_check(verdict.allowed, verdict.added),
+            match (verdict.repeated, request.reply.shadow && !verdict.allowed) {
+                (true, _) => counters::record_repeat(),
+                (false, true) => counters::record_shadow_refused(),
+                (false, false) => counters::record_check(verdict.allowed, verdict.added),
             }
             drop(log);
-            observe(ctx, now, verdict.allowed, key);
+            observe(ctx, now, verdict.allowed, request.reply.shadow, key);
             (verdict, oldest_age)
         }
         Command::Peek => {
@@ -201,11 +213,13 @@ fn execute_multi(ctx: &Context, argv: &[Arg]) -> RedisResult {
         .collect::<Result<Vec<_>, _>>()?;
     let want = request.reply.want();
     let v = window::mcheck_request(&mut logs, &rules, now, request.cost, want, request.id)?;
+    let shadow = request.reply.shadow;
     match (v.repeated, v.allowed) {
         (true, _) => counters::record_repeat(),
         (false, true) => {
             counters::record_check(true, request.cost.saturating_mul(logs.len() as u64))
         }
+        (false, false) if shadow => counters::record_shadow_refused(),
         (false, false) => counters::record_check(false, 0),
     }
     drop(logs);
@@ -213,24 +227,30 @@ fn execute_multi(ctx: &Context, argv: &[Arg]) -> RedisResult {
         // A repeat decides nothing new: the heavy hitters saw the first.
     } else if v.allowed {
         for key in &keys {
-            observe(ctx, now, true, key);
+            observe(ctx, now, true, shadow, key);
         }
     } else {
         for &i in &v.refused_logs {
             if let Some(key) = keys.get(i) {
-                observe(ctx, now, false, key);
+                observe(ctx, now, false, shadow, key);
             }
         }
     }
+    // SHADOW answers a refused call as allowed; every other field is real
+    // (each rule's own allowed field says which rule would have refused).
+    let answered = v.allowed || shadow;
     if !request.reply.detail {
-        return Ok(RedisValue::Integer(i64::from(v.allowed)));
+        return Ok(RedisValue::Integer(i64::from(answered)));
     }
     let mut fields = vec![
-        RedisValue::Integer(i64::from(v.allowed)),
+        RedisValue::Integer(i64::from(answered)),
         RedisValue::Integer(v.retry_after_ms),
     ];
     for (rule, (ok, d)) in rules.iter().zip(&v.rules) {
         fields.push(RedisValue::Array(five(*ok, rule.limit, d)));
+    }
+    if shadow {
+        fields.push(RedisValue::Integer(i64::from(!v.allowed)));
     }
     if request.reply.with_members {
         fields.push(members(&v.members, now));
@@ -324,18 +344,21 @@ fn execute_apply(ctx: &Context, argv: &[Arg]) -> RedisResult {
     Ok(RedisValue::SimpleStringStatic("OK"))
 }
 
-/// `SLIDEWIN.CHECK key limit window_ms [COST count] [DETAIL] [WITHMEMBERS]`
+/// `SLIDEWIN.CHECK key limit window_ms [COST count] [ID request-id] [DETAIL]
+/// [WITHMEMBERS] [WITHOLDEST] [SHADOW]`
 ///
 /// Trims the entries of `key` scored at or below `now - window_ms`; if
 /// `count` more fit under `limit`, records them at `now`, sets the key to
 /// expire when the newest entry leaves the window, and replies 1; otherwise
 /// replies 0 and adds nothing. DETAIL replies with the five-field array.
+/// SHADOW replies 1 where it would reply 0 (still adding nothing) and adds
+/// the field `shadow_refused` to the detail reply.
 pub fn check(ctx: &Context, argv: &[Arg]) -> RedisResult {
     run(ctx, argv, Command::Check)
 }
 
 /// `SLIDEWIN.MCHECK numrules key limit window_ms [key limit window_ms ...]
-/// [COST count] [DETAIL] [WITHMEMBERS]`
+/// [COST count] [ID request-id] [DETAIL] [WITHMEMBERS] [SHADOW]`
 ///
 /// Judges every rule on one `now`; allowed only if every rule allows
 /// `count`, and then adds `count` entries (the same members) to each

@@ -19,12 +19,13 @@ pub enum Counter {
     Undone,
     Repeated,
     Settled,
+    ShadowRefused,
 }
 
 impl Counter {
     /// Every counter (the unit test checks each is declared by a command).
     #[cfg(test)]
-    pub const ALL: [Counter; 7] = [
+    pub const ALL: [Counter; 8] = [
         Counter::ChecksAllowed,
         Counter::ChecksDenied,
         Counter::CostGranted,
@@ -32,6 +33,7 @@ impl Counter {
         Counter::Undone,
         Counter::Repeated,
         Counter::Settled,
+        Counter::ShadowRefused,
     ];
 
     /// The INFO field, without the server's `slidewin_` prefix.
@@ -44,6 +46,7 @@ impl Counter {
             Counter::Undone => c"undone",
             Counter::Repeated => c"repeated",
             Counter::Settled => c"settled",
+            Counter::ShadowRefused => c"checks_shadow_refused",
         }
     }
 
@@ -55,6 +58,7 @@ impl Counter {
         static UNDONE: AtomicU64 = AtomicU64::new(0);
         static REPEATED: AtomicU64 = AtomicU64::new(0);
         static SETTLED: AtomicU64 = AtomicU64::new(0);
+        static SHADOW_REFUSED: AtomicU64 = AtomicU64::new(0);
         match self {
             Counter::ChecksAllowed => &CHECKS_ALLOWED,
             Counter::ChecksDenied => &CHECKS_DENIED,
@@ -63,6 +67,7 @@ impl Counter {
             Counter::Undone => &UNDONE,
             Counter::Repeated => &REPEATED,
             Counter::Settled => &SETTLED,
+            Counter::ShadowRefused => &SHADOW_REFUSED,
         }
     }
 
@@ -103,6 +108,12 @@ pub fn record_undo(removed: u64) {
 /// same request id made: nothing charged.
 pub fn record_repeat() {
     Counter::Repeated.add(1);
+}
+
+/// A CHECK or MCHECK with SHADOW that the limit refused: answered allowed,
+/// nothing charged, not counted in `checks_denied`.
+pub fn record_shadow_refused() {
+    Counter::ShadowRefused.add(1);
 }
 
 /// A SETTLE that found its charge.

@@ -152,6 +152,7 @@ mod tests {
                 c"checks_denied",
                 c"cost_granted",
                 c"repeated",
+                c"checks_shadow_refused",
                 c"peeks",
                 c"undone",
                 c"settled",

@@ -303,6 +303,11 @@ fn errors_on(pair: &mut Pair) {
         ("SETTLE", "k", &["ID", "a", "COST", "1", "DETAIL"]),
         ("SETTLE", "k", &[]),
         ("SETTLE", "str", &["ID", "a", "COST", "1"]),
+        // SHADOW (issue 40).
+        ("CHECK", "k", &["5", "1000", "SHADOW", "shadow"]),
+        ("CHECK", "k", &["5", "1000", "SHADOWS"]),
+        ("PEEK", "k", &["5", "1000", "SHADOW"]),
+        ("CHECK", "str", &["5", "1000", "SHADOW"]),
     ];
     for (kind, key, args) in cases {
         let keys = vec![key.to_string()];
@@ -356,6 +361,7 @@ fn errors_on(pair: &mut Pair) {
             "2", "k", "5", "1000", "k2", "5", "1000", "ID", "a", "ID", "a",
         ][..],
         &["2", "k", "5", "1000", "str", "5", "1000", "ID", "a"][..],
+        &["1", "k", "5", "1000", "SHADOW", "DETAIL", "Shadow"][..],
     ] {
         let n: usize = args[0].parse().unwrap();
         let keys: Vec<String> = (0..n).map(|i| args[1 + 3 * i].to_string()).collect();
@@ -415,7 +421,8 @@ fn same(m: &Value, f: &Value, path: &str) {
                         }
                         assert!((p - q).abs() <= SLACK_MS, "{path}[{i}]: {m:?} vs {f:?}");
                     }
-                    (Value::Array(_), Value::Array(_)) if i == a.len() - 1 && !five || i == 5 => {
+                    // Last (after SHADOW's field, when given) or sixth.
+                    (Value::Array(_), Value::Array(_)) if i == a.len() - 1 || i == 5 => {
                         // WITHMEMBERS: same number of members, tokens
                         // `<id>@<score_ms>`.
                         let (Value::Array(p), Value::Array(q)) = (x, y) else {
@@ -503,6 +510,11 @@ const POOL: [&str; 3] = ["r0", "r1", "r2"];
 
 fn sequences_on(pair: &mut Pair) {
     let mut rng = StdRng::seed_from_u64(0x5117_e0a1);
+    // SHADOW is drawn from a generator of its own, so the calls (and the
+    // state they leave) are those of the sequence without it: a refused
+    // call charges nothing either way.
+    let mut shadow_rng = StdRng::seed_from_u64(0x5_4ad0);
+    let mut shadow_refusals = 0;
     let keys = ["a", "b", "c"];
     let windows = ["300", "500", "700", "900"];
     // Decisions of each kind, so the sequence is known to take both paths.
@@ -582,6 +594,16 @@ fn sequences_on(pair: &mut Pair) {
                     .into(),
                 );
             }
+            if kind != "PEEK" && shadow_rng.random_bool(0.3) {
+                args.push(
+                    if shadow_rng.random_bool(0.5) {
+                        "SHADOW"
+                    } else {
+                        "shadow"
+                    }
+                    .into(),
+                );
+            }
             if kind != "PEEK" && !args.iter().any(|a| a == "WITHMEMBERS") && rng.random_bool(0.5) {
                 args.push("ID".into());
                 args.push(POOL[rng.random_range(0..3)].to_string());
@@ -617,6 +639,21 @@ fn sequences_on(pair: &mut Pair) {
             if !matches!(first, Some(Value::Int(0)) | Some(Value::Int(-1))) {
                 found += 1;
             }
+        } else if args.iter().any(|a| a.eq_ignore_ascii_case("SHADOW")) {
+            // Always answered allowed; the detail says whether it was
+            // refused: its shadow_refused field, last but WITHMEMBERS'.
+            assert_eq!(first, Some(Value::Int(1)), "step {step}: SHADOW");
+            if let Value::Array(items) = &replies.0 {
+                let members = usize::from(args.iter().any(|a| a == "WITHMEMBERS"));
+                match items.get(items.len() - 1 - members) {
+                    Some(Value::Int(1)) => {
+                        shadow_refusals += 1;
+                        denied += 1;
+                    }
+                    Some(Value::Int(0)) => allowed += 1,
+                    other => panic!("step {step}: shadow_refused {other:?}"),
+                }
+            }
         } else {
             match first {
                 Some(Value::Int(1)) => allowed += 1,
@@ -647,6 +684,10 @@ fn sequences_on(pair: &mut Pair) {
     assert!(
         repeats >= 3 && found >= 3,
         "{repeats} calls repeated an id, {found} SETTLE/UNDO ID found their charge"
+    );
+    assert!(
+        shadow_refusals >= 3,
+        "{shadow_refusals} calls with SHADOW refused"
     );
     // WITHMEMBERS replies and the final entries were compared id by id; most ids must be short
     // (one more than the key's newest), or a fall back to wide ids on both

@@ -784,6 +784,7 @@ fn command_docs(flavor: Flavor) {
                 ("detail", "pure-token", Some("DETAIL")),
                 ("withmembers", "pure-token", Some("WITHMEMBERS")),
                 ("witholdest", "pure-token", Some("WITHOLDEST")),
+                ("shadow", "pure-token", Some("SHADOW")),
             ][..],
         ),
         (

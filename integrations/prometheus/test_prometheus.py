@@ -1,0 +1,128 @@
+"""The Prometheus integration: promtool checks the rules and runs their unit
+tests (tests.yml, every alert firing and not), Debian's
+prometheus-redis-exporter scrapes a server with the module through
+slidewin.lua, and every series the rules read is one that the exporter,
+the Python client or the nginx handler really exports."""
+
+import http.client
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+
+from conftest import DEADLINE_S, ROOT, free_port, run, tool, wait_for
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RULES = os.path.join(HERE, "rules.yml")
+
+
+def test_promtool_checks_the_rules():
+    out = run([tool("promtool"), "check", "rules", RULES])
+    assert "SUCCESS: 11 rules found" in out.stdout, out.stdout
+
+
+def test_promtool_unit_tests_of_every_alert_pass():
+    out = run([tool("promtool"), "test", "rules", os.path.join(HERE, "tests.yml")], cwd=HERE)
+    assert "SUCCESS" in out.stdout and "FAILED" not in out.stdout, out.stdout
+    alerts = set(re.findall(r"^\s+- alert: (\w+)", open(RULES).read(), re.M))
+    tested = set(re.findall(r"alertname: (\w+)", open(os.path.join(HERE, "tests.yml")).read()))
+    assert len(alerts) == 6 and alerts == tested, (alerts, tested)
+
+
+def scrape(port: int) -> dict:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        c.request("GET", "/metrics")
+        body = c.getresponse().read().decode()
+    finally:
+        c.close()
+    samples = {}
+    for line in body.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+@pytest.fixture
+def exporter(server):
+    port = free_port()
+    proc = subprocess.Popen(
+        [tool("prometheus-redis-exporter"), "-redis.addr", f"redis://127.0.0.1:{server.port}",
+         "-script", os.path.join(HERE, "slidewin.lua"), "-web.listen-address", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wait_for("the exporter", lambda: "redis_up" in " ".join(scrape(port)))
+    yield port
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(DEADLINE_S)
+
+
+def test_a_real_scrape_reads_the_module_back(server, exporter):
+    r = server.client()
+    r.config_set("slowlog-log-slower-than", 0)  # every call is "slow": entries to find
+    r.slowlog_reset()
+    for _ in range(3):
+        assert r.execute_command("SLIDEWIN.CHECK", "rl:a", 3, 60000) == 1
+    assert r.execute_command("SLIDEWIN.CHECK", "rl:a", 3, 60000) == 0
+    assert r.execute_command("SLIDEWIN.CHECK", "rl:a", 3, 60000, "SHADOW") == 1
+    assert r.execute_command("SLIDEWIN.CHECK", "rl:big", 50000, 60000, "COST", 50000) == 1
+    r.config_set("slowlog-log-slower-than", 10000)
+    slow = [e for e in r.slowlog_get(128) if e["command"].lower().startswith(b"slidewin.")]
+    big = r.memory_usage("rl:big")
+    info = r.info("slidewin")
+    m = scrape(exporter)
+
+    def script(key):
+        return m[f'redis_script_values{{key="{key}"}}']
+
+    assert script("slidewin_checks_allowed") == info["slidewin_checks_allowed"] == 4
+    assert script("slidewin_checks_denied") == info["slidewin_checks_denied"] == 1
+    assert script("slidewin_checks_shadow_refused") == info["slidewin_checks_shadow_refused"] == 1
+    assert script("slidewin_cost_granted") == 50003
+    assert script("slidewin_slowlog_entries") == len(slow) == 6
+    assert script("slidewin_slowlog_last_id") == max(e["id"] for e in slow)
+    assert script("slidewin_scan_keys") == 2
+    assert script("slidewin_largest_key_bytes") == big > 1_000_000
+    assert m['redis_commands_total{cmd="slidewin.check"}'] == 6
+    assert m['redis_commands_duration_seconds_total{cmd="slidewin.check"}'] > 0
+    assert m["redis_evicted_keys_total"] == 0
+
+
+def test_every_series_the_rules_read_is_exported(server, exporter):
+    r = server.client()
+    r.execute_command("SLIDEWIN.CHECK", "rl:a", 1, 60000)
+    exported = {re.sub(r"\{.*", "", name) for name in scrape(exporter)}
+    # The Python client: a limiter whose server is away answers by its
+    # outage policy, a "fallback" decision.
+    py = run([os.path.join(ROOT, ".venv", "bin", "python"), "-c", f"""
+import redis
+from slidewin import Limiter
+from slidewin.health import client_prometheus
+lim = Limiter(redis.Redis(port={free_port()}, socket_timeout=0.2), outage="allow", timeout_ms=100)
+lim.check("k", 1, 1000)
+print(client_prometheus(lim))
+"""], env={**os.environ, "PYTHONWARNINGS": "ignore"}).stdout
+    assert re.search(r'^slidewin_client_decisions_total\{[^}]*source="fallback"', py, re.M), py
+    exported |= set(re.findall(r"^([a-z_]+)[ {]", py, re.M))
+    # The nginx handler's status location.
+    lua = open(os.path.join(ROOT, "integrations", "nginx", "lua", "slidewin", "nginx.lua")).read()
+    names = re.search(r'for _, name in ipairs\(\{ ([^}]*) \}\)', lua).group(1)
+    exported |= {f"slidewin_nginx_{n.strip(chr(34))}_total" for n in names.split(", ")}
+    # The rules without their comments (which name families loosely).
+    text = "\n".join(line for line in open(RULES).read().splitlines() if not line.lstrip().startswith("#"))
+    read = set(re.findall(r"\b(redis_[a-z_]+|slidewin_[a-z_]+_total)\b", text))
+    assert read >= {"redis_commands_total", "redis_commands_duration_seconds_total", "redis_script_values",
+                    "redis_evicted_keys_total", "slidewin_client_decisions_total",
+                    "slidewin_nginx_outage_open_total", "slidewin_nginx_outage_closed_total"}, read
+    assert read <= exported, read - exported
+    # The script's keys the rules name are keys it returns.
+    keys = set(re.findall(r'key="(slidewin_[a-z_]+)"', text))
+    assert keys, text
+    scraped_keys = set(re.findall(r'key="(slidewin_[a-z_]+)"', " ".join(scrape(exporter))))
+    assert keys <= scraped_keys, keys - scraped_keys
