@@ -646,44 +646,53 @@ def main():
     started = time.time()
     b = Bench(opts, emit)
     results = {}
+
+    def render(final):
+        """The tables of the servers done so far (written after each
+        server, so that a run cut short keeps what it measured)."""
+        lines.clear()
+        done = "" if final else f" (partial: {len(results)} of {len(opts.servers)} servers so far)"
+        emit("# Charges at scale (bench/charges.py)" + done)
+        emit()
+        emit(f"- command: `{' '.join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0])] + sys.argv[1:])}`")
+        emit(f"- module: {build_id()}")
+        emit(f"- machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M')}; run took "
+             f"{(time.time() - started) / 60:.1f} min (" +
+             ", ".join(f"{k} {t / 60:.1f}" for k, (_, _, t) in results.items()) + ")")
+        emit(f"- one key, window {WINDOW_MS:,} ms, limit {LIMIT:,} (module loaded with `max-limit {LIMIT}`); "
+             f"16-byte ids; batches of {opts.batch} calls (fewer where --phase-seconds {opts.phase_seconds:g} ran out); "
+             f"a fill stops after {opts.fill_seconds:g} s")
+        emit("- µs per call: the master's INFO commandstats usec_per_call over one batch (CONFIG RESETSTAT "
+             "before it); replica: the usec of every command the replica ran to apply that batch's "
+             "effects, divided by the master's calls; B/charge: MEMORY USAGE key SAMPLES 0 / live charges "
+             "(right after the fill). `—`: not measured (the reason is under the table).")
+        emit(f"- each key: {opts.tail:,} charges one a millisecond (the tail), then the rest pipelined. "
+             "`expiring`: one call a millisecond (at most "
+             f"{opts.sweep_calls}), the window cut through the tail so that about one charge leaves it a call "
+             "(a busy key's steady state: this is where a trim's cost shows); the other columns: nothing expires. "
+             "CHECK without ID leaves its entries (at most one batch); UNDO ID gives back the charges "
+             "the CHECK+ID batch made; SETTLE raises the key's first (oldest) charges from 1 to 2 units, then lowers "
+             "them back. Replica: the same seven, in order.")
+        emit()
+        for kind, (res, version, _) in results.items():
+            b.version = version
+            b.server_tables(kind, res)
+        if b.notes:
+            emit("## Notes from the run")
+            emit()
+            for n in b.notes:
+                emit(f"- {n}")
+            emit()
+
     for kind in opts.servers:
         print(f"# {kind}", flush=True)
         t0 = time.time()
         results[kind] = (b.server_run(kind), b.version, time.time() - t0)
-    emit("# Charges at scale (bench/charges.py)")
-    emit()
-    emit(f"- command: `{' '.join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0])] + sys.argv[1:])}`")
-    emit(f"- module: {build_id()}")
-    emit(f"- machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M')}; run took "
-         f"{(time.time() - started) / 60:.1f} min (" +
-         ", ".join(f"{k} {t / 60:.1f}" for k, (_, _, t) in results.items()) + ")")
-    emit(f"- one key, window {WINDOW_MS:,} ms, limit {LIMIT:,} (module loaded with `max-limit {LIMIT}`); "
-         f"16-byte ids; batches of {opts.batch} calls (fewer where --phase-seconds {opts.phase_seconds:g} ran out); "
-         f"a fill stops after {opts.fill_seconds:g} s")
-    emit("- µs per call: the master's INFO commandstats usec_per_call over one batch (CONFIG RESETSTAT "
-         "before it); replica: the usec of every command the replica ran to apply that batch's "
-         "effects, divided by the master's calls; B/charge: MEMORY USAGE key SAMPLES 0 / live charges "
-         "(right after the fill). `—`: not measured (the reason is under the table).")
-    emit(f"- each key: {opts.tail:,} charges one a millisecond (the tail), then the rest pipelined. "
-         "`expiring`: one call a millisecond (at most "
-         f"{opts.sweep_calls}), the window cut through the tail so that about one charge leaves it a call "
-         "(a busy key's steady state: this is where a trim's cost shows); the other columns: nothing expires. "
-         "CHECK without ID leaves its entries (at most one batch); UNDO ID gives back the charges "
-         "the CHECK+ID batch made; SETTLE raises the key's first (oldest) charges from 1 to 2 units, then lowers "
-         "them back. Replica: the same seven, in order.")
-    emit()
-    for kind, (res, version, _) in results.items():
-        b.version = version
-        b.server_tables(kind, res)
-    if b.notes:
-        emit("## Notes from the run")
-        emit()
-        for n in b.notes:
-            emit(f"- {n}")
-        emit()
-    if opts.out:
-        with open(opts.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+        if opts.out or kind == opts.servers[-1]:
+            render(kind == opts.servers[-1])
+        if opts.out:
+            with open(opts.out, "w") as f:
+                f.write("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
