@@ -63,6 +63,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import redis  # noqa: E402
+
 import bench  # noqa: E402
 from bench import SERVERS, Server  # noqa: E402
 
@@ -126,14 +128,24 @@ def replica_offset(r):
 
 def caught_up(master, replica, timeout):
     """Waits until the replica has applied everything the master had sent
-    when called; returns the seconds waited, or None after `timeout`."""
+    when called; returns the seconds waited, or None after `timeout`. A
+    replica busy applying a long stream answers nothing until it is done:
+    its INFO is asked with a short timeout, again until `timeout`."""
     target = int(master.r.info("replication")["master_repl_offset"])
     start = time.time()
-    while replica_offset(replica.r) < target:
+    while True:
+        try:
+            client = redis.Redis(port=replica.port, socket_timeout=5, socket_connect_timeout=5)
+            try:
+                if replica_offset(client) >= target:
+                    return time.time() - start
+            finally:
+                client.close()
+        except (redis.exceptions.TimeoutError, redis.exceptions.ConnectionError):
+            pass
         if time.time() - start > timeout:
             return None
         time.sleep(0.01)
-    return time.time() - start
 
 
 def attach(master, replica, timeout=60):
@@ -174,6 +186,7 @@ class Bench:
         chunks, for at most --phase-seconds; returns a dict: master µs a
         call, calls, errors, first error, replica µs a master call, the
         replica's commands."""
+        self.settle(master, replica)
         master.r.config_resetstat()
         replica.r.config_resetstat()
         raw = Raw(master.port)
@@ -184,12 +197,16 @@ class Bench:
                 part = commands[made:made + chunk]
                 t0 = time.time()
                 lines = raw.run(b"".join(part), len(part))
-                took = time.time() - t0
                 for line in lines:
                     if line.startswith(b"-"):
                         errors += 1
                         first_error = first_error or line[1:].decode(errors="replace")
                 made += len(part)
+                # The replica applies each chunk before the next is sent:
+                # the phase's time bounds its work too.
+                if caught_up(master, replica, max(1.0, deadline - time.time())) is None:
+                    break
+                took = time.time() - t0
                 # At most ~0.5 s a round trip, so the deadline holds.
                 chunk = max(1, min(500, int(chunk * 0.5 / max(took, 1e-4))))
         finally:
@@ -234,6 +251,7 @@ class Bench:
         longer than 1 ms). Stops when the cutoff reaches `cutoff_to`, after
         --sweep-calls calls or --phase-seconds. `make(window, i)` packs call
         i. Returns batch()'s dict and the cutoff reached."""
+        self.settle(master, replica)
         master.r.config_resetstat()
         replica.r.config_resetstat()
         raw = Raw(master.port)
@@ -259,6 +277,13 @@ class Bench:
         out = self.collect(master, replica, stat, made, errors, first_error)
         out["cutoff"] = reached
         return out
+
+    def settle(self, master, replica):
+        """Waits (up to --replica-seconds) for the replica to finish the
+        work of the batch before, so that it answers and is measured alone."""
+        if caught_up(master, replica, self.opts.replica_seconds) is None:
+            self.note(f"{master.kind}/{master.log_type}: the replica was still behind "
+                      f"{self.opts.replica_seconds} s after a batch; the next batch started anyway")
 
     def collect(self, master, replica, stat, made, errors, first_error):
         entry = master.r.info("commandstats").get(f"cmdstat_{stat}")
