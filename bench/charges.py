@@ -405,7 +405,10 @@ class Bench:
         CHECKs of COST 1 a key, with 16-byte ids and without."""
         r = master.r
         out = {}
-        for label, with_ids in (("no ID", False), ("16-byte IDs", True)):
+        # The first pass warms the server up (the replication backlog
+        # grows to its size, 1 MB, with the first writes: ~100 B a key of
+        # 10,000 that a first measured pass would count); not measured.
+        for label, with_ids in (("warm-up", True), ("no ID", False), ("16-byte IDs", True)):
             r.execute_command("FLUSHALL", "SYNC")
             before = int(r.info("memory")["used_memory"])
             raw = Raw(master.port)
@@ -430,6 +433,7 @@ class Bench:
                 r.execute_command("SLIDEWIN.CHECK", SMALL_KEY, 5, WINDOW_MS, *extra)
             out[label] = (per_key, r.memory_usage(SMALL_KEY, samples=0))
         r.execute_command("FLUSHALL", "SYNC")
+        del out["warm-up"]
         return out
 
     def day_window(self, master):
@@ -564,11 +568,15 @@ class Bench:
         lines = []
         for lt in o.log_types:
             for order in o.orders:
-                done = [r for s, r in sorted(res[lt][order].items()) if "skip" not in r]
-                if len(done) >= 2:
-                    a, z = done[0], done[-1]
-                    lines.append(f"- {lt}, {order}: CHECK+ID at {z['charges']:,} charges = "
-                                 f"{ratio(z['x_check_id']['usec'], a['x_check_id']['usec'])} x at {a['charges']:,} "
+                rows = res[lt][order]
+                done = [r for s, r in sorted(rows.items()) if "skip" not in r]
+                # The issue's goal: 100k against 1k; else the largest measured.
+                a = rows.get(1000) if rows.get(1000, {}).get("charges") == 1000 else None
+                z = rows.get(100_000) if rows.get(100_000, {}).get("charges") == 100_000 else \
+                    (done[-1] if done else None)
+                if a and z and z is not a:
+                    lines.append(f"- {lt}, {order}: CHECK+ID (expiring) at {z['charges']:,} charges = "
+                                 f"{ratio(z['x_check_id']['usec'], a['x_check_id']['usec'])} x at 1,000 "
                                  f"(goal at 100k vs 1k: within 2x)")
                 if done:
                     z = done[-1]
@@ -640,6 +648,7 @@ def main():
     ap.add_argument("--day-charges", type=int, default=1100)
     ap.add_argument("--day-lag", type=int, default=2, help="charges between a charge and its raise (day window, interleaved)")
     ap.add_argument("--out", help="write the tables (markdown) to this file")
+    ap.add_argument("--no-sizes", action="store_true", help="only the small keys and the day-window token key")
     ap.add_argument("--smoke", action="store_true",
                     help="a short run: redis-7.0, 1k charges, random ids, batches of 50 (about 10 s)")
     opts = ap.parse_args()
@@ -649,7 +658,7 @@ def main():
         opts.tail, opts.sweep_calls, opts.day_charges = 200, 50, 1100
     opts.servers = [s for s in opts.servers.split(",") if s]
     opts.log_types = [s for s in opts.log_types.split(",") if s]
-    opts.orders = [s for s in opts.orders.split(",") if s]
+    opts.orders = [] if opts.no_sizes else [s for s in opts.orders.split(",") if s]
     opts.sizes = sorted(int(s) for s in opts.sizes.split(",") if s)
     for s in opts.servers:
         if s not in SERVERS:
