@@ -678,6 +678,7 @@ def main():
         lines.append(line)
 
     started = time.time()
+    built = build_id()  # as the run starts (the worktree may move on)
     b = Bench(opts, emit)
     results = {}
 
@@ -689,7 +690,7 @@ def main():
         emit("# Charges at scale (bench/charges.py)" + done)
         emit()
         emit(f"- command: `{' '.join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0])] + sys.argv[1:])}`")
-        emit(f"- module: {build_id()}")
+        emit(f"- module: {built}")
         emit(f"- machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M')}; run took "
              f"{(time.time() - started) / 60:.1f} min (" +
              ", ".join(f"{k} {t / 60:.1f}" for k, (_, _, t) in results.items()) + ")")
