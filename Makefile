@@ -172,7 +172,12 @@ bench-smoke: deps build ## A short run of the benchmark (checks it works and sto
 	$(PYTHON) bench/instructions.py --keys 20 --full-keys 1 --log-type compact
 	$(PYTHON) bench/hostile_logs.py --scale 0.01
 	$(PYTHON) bench/adversarial.py --smoke
+	$(PYTHON) bench/charges.py --smoke
 	scripts/test-bench-stops.sh
+
+.PHONY: bench-charges
+bench-charges: deps build ## Charges at scale (issue 39): 1k to 1M live charges with request ids on one key, random and ordered ids, zset and compact, master and replica, on every server; small keys with ids; a day-window token key's SETTLE raises (CHARGES_ARGS=...; about 40 minutes); writes bench/results-charges.md
+	$(PYTHON) bench/charges.py --servers "$$(echo $(BENCH_SERVERS) | tr ' ' ,)" --out bench/results-charges.md $(CHARGES_ARGS)
 
 .PHONY: bench-limits
 bench-limits: deps build ## limits' Redis moving window against SLIDEWIN.CHECK: server µs per hit at limits 10, 1000, 70000 on every server (LIMITS_BENCH_ARGS=...); writes bench/results-limits.md
