@@ -70,7 +70,7 @@ from bench import SERVERS, Server  # noqa: E402
 
 WINDOW_MS = 30 * 86_400_000  # 30 days: nothing expires during a run
 LIMIT = 10_000_000  # the largest slidewin.max-limit
-MODULE_ARGS = ["max-limit", str(LIMIT)]
+MODULE_ARGS = ["max-limit", str(LIMIT), "max-charges-per-key", str(1 << 24)]
 DAY_MS = 86_400_000
 SMALL_KEY = "sms:limit:192.168.1.100"
 # Commands a replica runs that are not the master's effects.

@@ -503,7 +503,19 @@ impl Chunked {
         if self.chunks.is_empty() && self.strays.is_empty() {
             self.max_id = None;
         }
-        self.rejoin_strays();
+        // A stray is out of order because a run after it starts at or below
+        // its end. Only this run changed, and its start only when the
+        // removal took it: only a stray scored at or before it ending at or
+        // above its old start may now rejoin (a cheap scan; the full one,
+        // with its sort and chunk lookups, runs only then).
+        let unblocks = lo == run.first
+            && self
+                .strays
+                .iter()
+                .any(|s| s.score <= run.score && s.last() >= run.first);
+        if unblocks {
+            self.rejoin_strays();
+        }
         Ok(())
     }
 
