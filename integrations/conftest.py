@@ -57,7 +57,7 @@ class Server:
     """A server with the module on a free loopback port in a temp dir;
     stop() ends it (SIGTERM, then SIGKILL after a deadline)."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, module_args=()):
         out = subprocess.run([os.path.join(ROOT, "scripts", "server-path.sh"), name],
                              capture_output=True, text=True)
         if out.returncode != 0:
@@ -65,6 +65,7 @@ class Server:
         if not os.path.isfile(MODULE):
             pytest.fail(f"module not built at {MODULE}: run make build")
         self.name = name
+        self.module_args = list(module_args)
         self.binary = out.stdout.strip()
         self.dir = tempfile.mkdtemp(prefix="slidewin-int-")
         self.port = free_port()
@@ -75,7 +76,7 @@ class Server:
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
              "--save", "", "--appendonly", "no", "--logfile", "server.log",
-             "--loadmodule", MODULE],
+             "--loadmodule", MODULE, *self.module_args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for(f"{self.name} on port {self.port}", lambda: self.client().ping())
 

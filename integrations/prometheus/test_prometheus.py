@@ -9,10 +9,11 @@ import os
 import re
 import signal
 import subprocess
+import sys
 
 import pytest
 
-from conftest import DEADLINE_S, ROOT, free_port, run, tool, wait_for
+from conftest import DEADLINE_S, ROOT, SERVERS, Server, free_port, run, tool, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RULES = os.path.join(HERE, "rules.yml")
@@ -46,21 +47,38 @@ def scrape(port: int) -> dict:
     return samples
 
 
-@pytest.fixture
-def exporter(server):
+@pytest.fixture(params=SERVERS)
+def compact_server(request):
+    """A server whose new keys are compact logs (slidewin.log-type compact)."""
+    s = Server(request.param, module_args=["log-type", "compact"])
+    yield s
+    s.cleanup()
+
+
+def start_exporter(server):
     port = free_port()
     proc = subprocess.Popen(
         [tool("prometheus-redis-exporter"), "-redis.addr", f"redis://127.0.0.1:{server.port}",
          "-script", os.path.join(HERE, "slidewin.lua"), "-web.listen-address", f"127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wait_for("the exporter", lambda: "redis_up" in " ".join(scrape(port)))
-    yield port
+    return proc, port
+
+
+def stop_exporter(proc):
     proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(DEADLINE_S)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(DEADLINE_S)
+
+
+@pytest.fixture
+def exporter(server):
+    proc, port = start_exporter(server)
+    yield port
+    stop_exporter(proc)
 
 
 def test_a_real_scrape_reads_the_module_back(server, exporter):
@@ -100,7 +118,7 @@ def test_every_series_the_rules_read_is_exported(server, exporter):
     exported = {re.sub(r"\{.*", "", name) for name in scrape(exporter)}
     # The Python client: a limiter whose server is away answers by its
     # outage policy, a "fallback" decision.
-    py = run([os.path.join(ROOT, ".venv", "bin", "python"), "-c", f"""
+    py = run([sys.executable, "-c", f"""
 import redis
 from slidewin import Limiter
 from slidewin.health import client_prometheus
@@ -126,3 +144,21 @@ print(client_prometheus(lim))
     assert keys, text
     scraped_keys = set(re.findall(r'key="(slidewin_[a-z_]+)"', " ".join(scrape(exporter))))
     assert keys <= scraped_keys, keys - scraped_keys
+
+
+def test_the_largest_key_is_found_among_compact_logs(compact_server):
+    r = compact_server.client()
+    assert r.execute_command("SLIDEWIN.CHECK", "rl:c", 50000, 60000, "COST", 50000) == 1
+    assert r.execute_command("SLIDEWIN.CHECK", "rl:d", 5, 60000) == 1
+    r.zadd("not:a:limiter", {"x": 1})  # a sorted set: measured too (any name)
+    assert r.type("rl:c") == b"slidewlog"
+    proc, port = start_exporter(compact_server)
+    try:
+        m = scrape(port)
+    finally:
+        stop_exporter(proc)
+    assert m['redis_script_values{key="slidewin_scan_keys"}'] == 3
+    # Both types were measured (a compact log of one run is small: the
+    # largest is whichever MEMORY USAGE says).
+    sizes = [r.memory_usage(k) for k in ("rl:c", "rl:d", "not:a:limiter")]
+    assert m['redis_script_values{key="slidewin_largest_key_bytes"}'] == max(sizes), sizes

@@ -15,6 +15,7 @@ from .errors import SlidewinError, SlidewinModuleError
 from .limiter import (ALLOW, DEFAULT_BACKENDS, DENY, FUNCTION_LIBRARY, LOCAL, MAX_REQUEST_ID, MODULE, SCRIPT, Limiter, eval_code,
                       library_code, merge_top)
 from .reservation import AsyncReservation, Reservation
+from .lease import AsyncLease, Lease, LeaseLost, LeaseUnavailable  # noqa: F401 (docs/leases.md)
 
 __all__ = [
     "Limiter",
