@@ -1104,12 +1104,15 @@ fn charges_in_their_window(pair: &mut Pair) {
 
 /// A SETTLE raise that would leave the key with more than max-limit
 /// entries (both sides at its default, 100000) is refused with the same
-/// error, nothing changed; up to max-limit it settles.
+/// error, nothing changed; a raise within it settles. (The boundary itself,
+/// exactly max-limit entries, is tests/ids.rs's, at a small max-limit: 100k
+/// entries here outlast short windows on a loaded machine.)
 fn settle_within_max_limit(pair: &mut Pair) {
     wait_for_slot(&mut pair.m);
-    let args = ["10", "900", "COST", "10", "ID", "big"];
+    let w = "60100";
+    let args = ["10", w, "COST", "10", "ID", "big"];
     assert_eq!(step(pair, "CHECK", &["cap"], &args), Value::Int(1));
-    let args = ["11", "900", "ID", "other"];
+    let args = ["11", w, "ID", "other"];
     assert_eq!(step(pair, "CHECK", &["cap"], &args), Value::Int(1));
     let keys = vec!["cap".to_string()];
     let raise: Vec<String> = ["ID", "big", "COST", "100000"]
@@ -1127,14 +1130,10 @@ fn settle_within_max_limit(pair: &mut Pair) {
     }
     same_keys(pair, &["cap"]);
     assert_eq!(members(&mut pair.m, "{m}cap").len(), 11, "nothing changed");
-    let settle = ["ID", "big", "COST", "99999"];
-    assert_eq!(step(pair, "SETTLE", &["cap"], &settle), Value::Int(99_999));
+    let settle = ["ID", "big", "COST", "30"];
+    assert_eq!(step(pair, "SETTLE", &["cap"], &settle), Value::Int(30));
     same_keys(pair, &["cap"]);
-    assert_eq!(members(&mut pair.m, "{m}cap").len(), 100_000);
-    assert_eq!(
-        step(pair, "UNDO", &["cap"], &["ID", "big"]),
-        Value::Int(99_999)
-    );
+    assert_eq!(members(&mut pair.m, "{m}cap").len(), 31);
 }
 
 /// The same-millisecond case: a CHECK, an UNDO of its token and a new
