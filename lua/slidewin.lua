@@ -577,23 +577,43 @@ local function mcheck(keys, args)
     return reply
 end
 
+-- SETTLE and UNDO take no window: the key's own is the one its expiry gives
+-- (CHECK sets it to the newest entry's score plus the window), so entries
+-- scored at or below newest - PTTL have left it, as the module's
+-- window::own_cutoff. nil (nothing expired) without an expiry or entries.
+local function own_cutoff(key)
+    local ttl = redis.call('PTTL', key)
+    if ttl < 0 then return nil end
+    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    if #newest < 2 then return nil end
+    return string.format('%.0f', math.floor(tonumber(newest[2]) - ttl))
+end
+
+-- Removes what has left the key's own window (see own_cutoff).
+local function trim_own(key, cutoff)
+    if cutoff then redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff) end
+end
+
 -- UNDO key ID r: the charge's units. UNDO key member ...: a token
 -- `<id>@<ms>` removes member id only while it is scored ms; anything else
 -- is removed as a plain member, except a charge's `#` members.
 local function undo(keys, args)
     if #keys ~= 1 or #args < 1 then return arity('slidewin.undo') end
     local key = keys[1]
-    if #args == 2 and string.upper(args[1]) == 'ID' then
+    if string.upper(args[1]) == 'ID' then
+        if #args ~= 2 then return err('ERR syntax error: SLIDEWIN.UNDO key ID request-id') end
         local e = request_id_error(args[2])
         if e then return err(e) end
         local wt = wrong_type(key)
         if wt then return err(wt) end
+        trim_own(key, own_cutoff(key))
         local score, units = charge(key, args[2])
         if not score then return 0 end
         return remove_units(key, args[2], 0, units)
     end
     local wt = wrong_type(key)
     if wt then return err(wt) end
+    trim_own(key, own_cutoff(key))
     local now
     local removed = 0
     for _, a in ipairs(args) do
@@ -634,13 +654,32 @@ local function settle(keys, args)
     local key = keys[1]
     local wt = wrong_type(key)
     if wt then return err(wt) end
+    -- Trimmed first, as CHECK trims: a charge that has left the key's
+    -- window is none. A refused raise changes nothing, not even the trim.
+    local cutoff = own_cutoff(key)
     local score, held = charge(key, r)
+    if score and cutoff and score <= tonumber(cutoff) then score = nil end
+    if score and units > held then
+        -- The increase never exceeds MAX_ENTRIES_PER_CALL here: both are
+        -- max-limit, the module's defaults. The key stays within max-limit
+        -- entries, as CHECK's limit keeps it.
+        local n
+        if cutoff then
+            n = redis.call('ZCOUNT', key, '(' .. cutoff, '+inf')
+        else
+            n = redis.call('ZCARD', key)
+        end
+        local entries = n + units - held
+        if entries > MAX_LIMIT then
+            return err('ERR SETTLE to ' .. units .. ' units would leave the key with ' ..
+                string.format('%d', entries) .. ' entries; slidewin.max-limit allows ' .. MAX_LIMIT)
+        end
+    end
+    trim_own(key, cutoff)
     if not score then return -1 end
     if units < held then
         remove_units(key, r, units, held)
     elseif units > held then
-        -- The increase never exceeds MAX_ENTRIES_PER_CALL here: both are
-        -- max-limit, the module's defaults.
         add_units(key, r, score, held, units)
     end
     return units

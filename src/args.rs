@@ -515,19 +515,23 @@ pub fn parse_settle<'a>(args: &[&'a [u8]], bounds: Bounds) -> Result<SettleReque
 }
 
 /// What `SLIDEWIN.UNDO key ...` gives back: the entries named by members
-/// (or tokens), or the charge under a request id (`ID request-id`, exactly
-/// those two arguments).
+/// (or tokens), or the charge under a request id (`ID request-id`: a first
+/// argument `ID` takes exactly one id after it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UndoRequest<'a> {
     Members,
     Id(&'a [u8]),
 }
 
-/// Reads UNDO's arguments after the key.
+const UNDO_ID_USAGE: &str = "SLIDEWIN.UNDO key ID request-id";
+
+/// Reads UNDO's arguments after the key. `ID` first is the ID form, with
+/// exactly one request id (no member or token is the word `ID`).
 pub fn parse_undo<'a>(args: &[&'a [u8]]) -> Result<UndoRequest<'a>, ArgError> {
     match args {
         [] => Err(ArgError::WrongArity),
         [word, id] if word.eq_ignore_ascii_case(b"ID") => Ok(UndoRequest::Id(request_id(id)?)),
+        [word, ..] if word.eq_ignore_ascii_case(b"ID") => Err(ArgError::Syntax(UNDO_ID_USAGE)),
         _ => Ok(UndoRequest::Members),
     }
 }

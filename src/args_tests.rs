@@ -622,3 +622,26 @@ fn entries_per_call_are_bounded() {
     // Nothing overflows.
     assert!(entries_within(u64::MAX, usize::MAX, d).is_err());
 }
+
+#[test]
+fn undo_arguments() {
+    let undo = |args: &[&'static str]| {
+        let v: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        parse_undo(&v)
+    };
+    assert_eq!(undo(&["ID", "r1"]), Ok(UndoRequest::Id(b"r1")));
+    assert_eq!(undo(&["id", "r1"]), Ok(UndoRequest::Id(b"r1")));
+    assert_eq!(undo(&["5@1700000000000"]), Ok(UndoRequest::Members));
+    assert_eq!(undo(&["5", "ID"]), Ok(UndoRequest::Members));
+    assert_eq!(undo(&[]), Err(ArgError::WrongArity));
+    assert_eq!(undo(&["ID", ""]), Err(ArgError::RequestId));
+    // `ID` first takes exactly one request id.
+    for args in [&["ID"][..], &["ID", "r1", "extra"], &["id", "a", "b", "c"]] {
+        let e = undo(args).expect_err("a syntax error");
+        assert_eq!(
+            e.to_string(),
+            "ERR syntax error: SLIDEWIN.UNDO key ID request-id",
+            "{args:?}"
+        );
+    }
+}

@@ -12,7 +12,7 @@ use crate::store::compact::effect::{ApplyError, Effect};
 use crate::store::compact::store as compact_store;
 use crate::store::key_log::{self, Held, KeyLog};
 use crate::top::Outcome;
-use crate::window::{self, Detail, KeyedRule, Verdict, WindowLog};
+use crate::window::{self, Detail, KeyedRule, SettleBounds, Settled, Verdict};
 use crate::{clock, config, counters, member, top::hitters};
 
 impl From<ArgError> for RedisError {
@@ -265,10 +265,13 @@ fn execute_undo(ctx: &Context, argv: &[Arg]) -> RedisResult {
     let words: Vec<&[u8]> = members.iter().map(|a| a.as_slice()).collect();
     let request = args::parse_undo(&words)?;
     let now = server_now()?;
-    let mut log = KeyLog::open_write(ctx, key)?;
+    let (mut log, expires_at) = KeyLog::open_write_expiring(ctx, key)?;
     let removed = match request {
-        UndoRequest::Members => log.remove_members(members, now)?,
-        UndoRequest::Id(id) => window::undo_request(&mut log, id)?,
+        UndoRequest::Members => {
+            window::trim_own(&mut log, now, expires_at)?;
+            log.remove_members(members, now)?
+        }
+        UndoRequest::Id(id) => window::undo_request(&mut log, id, now, expires_at)?,
     };
     counters::record_undo(removed);
     Ok(int(removed))
@@ -281,25 +284,30 @@ fn execute_settle(ctx: &Context, argv: &[Arg]) -> RedisResult {
     let words: Vec<&[u8]> = rest.iter().map(|a| a.as_slice()).collect();
     let bounds = config::bounds();
     let request = args::parse_settle(&words, bounds)?;
-    let mut log = KeyLog::open_write(ctx, key)?;
-    // An increase adds entries: bounded per call as CHECK's COST is.
-    if let Some(charge) = log.charge(request.id)? {
-        let added = request.units.saturating_sub(charge.units);
-        if args::entries_within(added, 1, bounds).is_err() {
-            return Err(RedisError::String(format!(
-                "ERR SETTLE to {} units would add {added} entries; slidewin.max-entries-per-call allows {} a call",
-                request.units, bounds.max_call_entries
-            )));
-        }
-    }
-    let settled = window::settle(&mut log, request.id, request.units)?;
-    Ok(match settled {
-        Some(units) => {
+    let now = server_now()?;
+    let (mut log, expires_at) = KeyLog::open_write_expiring(ctx, key)?;
+    // A raise adds entries: bounded per call as CHECK's COST is, and the
+    // key stays within max-limit entries as CHECK's limit keeps it.
+    let limits = SettleBounds {
+        max_added: u64::try_from(bounds.max_call_entries).unwrap_or(0),
+        max_entries: u64::try_from(bounds.max_limit).unwrap_or(0),
+    };
+    let units = request.units;
+    match window::settle(&mut log, request.id, units, now, expires_at, limits)? {
+        Settled::Units(units) => {
             counters::record_settle();
-            int(units)
+            Ok(int(units))
         }
-        None => RedisValue::Integer(-1),
-    })
+        Settled::NoCharge => Ok(RedisValue::Integer(-1)),
+        Settled::TooManyAdded { added } => Err(RedisError::String(format!(
+            "ERR SETTLE to {units} units would add {added} entries; slidewin.max-entries-per-call allows {} a call",
+            bounds.max_call_entries
+        ))),
+        Settled::TooManyEntries { entries } => Err(RedisError::String(format!(
+            "ERR SETTLE to {units} units would leave the key with {entries} entries; slidewin.max-limit allows {}",
+            bounds.max_limit
+        ))),
+    }
 }
 
 fn execute_top(argv: &[Arg]) -> RedisResult {

@@ -546,30 +546,128 @@ fn check_using<L: WindowLog>(
     })
 }
 
-/// `SLIDEWIN.SETTLE`: sets the units of the charge under `request` to
-/// `units`: fewer removes the highest ones, more adds the difference at the
-/// charge's own score (past any limit: the calls that follow wait). Returns
-/// the units now charged, or `None` (nothing changed) when the log holds
-/// no charge under `request`.
+/// The cutoff of a log's own window, for the commands that take no window
+/// (SETTLE, UNDO): a CHECK sets the key to expire at its newest entry's
+/// score plus the call's window (MCHECK: the longest window of its rules on
+/// the key), so the window is `expires_at_ms - newest` and the cutoff
+/// `newest - (expires_at_ms - now_ms)`, floored (a fractional score from
+/// another writer is kept rather than trimmed early). `None`, nothing
+/// expired, for a log without an expiry (`expires_at_ms` is the key's) or
+/// without entries. An UNDO of the newest entry only widens the window
+/// seen: it never removes an entry a CHECK would still count.
+pub fn own_cutoff<L: WindowLog>(
+    log: &mut L,
+    now_ms: i64,
+    expires_at_ms: Option<i64>,
+) -> Result<Option<i64>, L::Error> {
+    let Some(at) = expires_at_ms else {
+        return Ok(None);
+    };
+    let Some((newest, _)) = log.newest_entry()? else {
+        return Ok(None);
+    };
+    let ttl = at.saturating_sub(now_ms);
+    // `as` saturates; scores and times are far inside i64.
+    Ok(Some((newest - ttl as f64).floor() as i64))
+}
+
+/// Trims `log` to its own window (see [`own_cutoff`]), as CHECK trims to
+/// its: SETTLE and UNDO see no charge that has left its window. Returns
+/// how many entries it removed.
+pub fn trim_own<L: WindowLog>(
+    log: &mut L,
+    now_ms: i64,
+    expires_at_ms: Option<i64>,
+) -> Result<u64, L::Error> {
+    match own_cutoff(log, now_ms, expires_at_ms)? {
+        Some(cut) => log.trim(cut),
+        None => Ok(0),
+    }
+}
+
+/// The bounds on a SETTLE raise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettleBounds {
+    /// The most entries one call may add (`slidewin.max-entries-per-call`).
+    pub max_added: u64,
+    /// The most entries the key may hold after it (`slidewin.max-limit`).
+    pub max_entries: u64,
+}
+
+/// What SETTLE did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// The charge now holds these units.
+    Units(u64),
+    /// The log holds no charge under the id in its window: nothing changed
+    /// but the trim.
+    NoCharge,
+    /// Refused, nothing changed: the raise would add `added` entries, more
+    /// than one call may.
+    TooManyAdded { added: u64 },
+    /// Refused, nothing changed: the raise would leave the log with
+    /// `entries` entries, more than the key may hold.
+    TooManyEntries { entries: u64 },
+}
+
+/// `SLIDEWIN.SETTLE` at `now_ms` on a log expiring at `expires_at_ms`:
+/// trims the log to its own window first ([`trim_own`]), then sets the
+/// units of the charge under `request` to `units`: fewer removes the
+/// highest ones, more adds the difference at the charge's own score (past
+/// any limit: the calls that follow wait), unless that passes `bounds`:
+/// then nothing changes, not even the trim.
 pub fn settle<L: WindowLog>(
     log: &mut L,
     request: &[u8],
     units: u64,
-) -> Result<Option<u64>, L::Error> {
-    let Some(charge) = log.charge(request)? else {
-        return Ok(None);
+    now_ms: i64,
+    expires_at_ms: Option<i64>,
+    bounds: SettleBounds,
+) -> Result<Settled, L::Error> {
+    let cut = own_cutoff(log, now_ms, expires_at_ms)?;
+    let live = |c: &Charge| cut.is_none_or(|cut| c.score_ms > cut as f64);
+    let charge = log.charge(request)?.filter(live);
+    if let Some(c) = charge {
+        let added = units.saturating_sub(c.units);
+        if added > bounds.max_added {
+            return Ok(Settled::TooManyAdded { added });
+        }
+        if added > 0 {
+            let held = match cut {
+                Some(cut) => log.count_above(cut)?,
+                None => log.count()?,
+            };
+            let entries = held.saturating_add(added);
+            if entries > bounds.max_entries {
+                return Ok(Settled::TooManyEntries { entries });
+            }
+        }
+    }
+    if let Some(cut) = cut {
+        log.trim(cut)?;
+    }
+    let Some(charge) = charge else {
+        return Ok(Settled::NoCharge);
     };
     if units < charge.units {
         log.remove_units(request, units, charge.units)?;
     } else if units > charge.units {
         log.add_units(request, charge.score_ms, charge.units, units)?;
     }
-    Ok(Some(units))
+    Ok(Settled::Units(units))
 }
 
-/// `SLIDEWIN.UNDO key ID request`: removes the whole charge under
-/// `request`; returns how many entries it removed (0 when there is none).
-pub fn undo_request<L: WindowLog>(log: &mut L, request: &[u8]) -> Result<u64, L::Error> {
+/// `SLIDEWIN.UNDO key ID request` at `now_ms` on a log expiring at
+/// `expires_at_ms`: trims the log to its own window first ([`trim_own`]),
+/// then removes the whole charge under `request`; returns how many entries
+/// it removed (0 when there is none).
+pub fn undo_request<L: WindowLog>(
+    log: &mut L,
+    request: &[u8],
+    now_ms: i64,
+    expires_at_ms: Option<i64>,
+) -> Result<u64, L::Error> {
+    trim_own(log, now_ms, expires_at_ms)?;
     match log.charge(request)? {
         Some(charge) => log.remove_units(request, 0, charge.units),
         None => Ok(0),

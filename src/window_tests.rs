@@ -1088,3 +1088,131 @@ fn a_long_run_of_taken_wide_ids_fails_after_a_bounded_search() {
     assert_eq!(r, Err(NoFreeMember));
     assert_eq!(logs[0].probes, 1 + MAX_WIDE_TRIES);
 }
+
+const WIDE: SettleBounds = SettleBounds {
+    max_added: 1_000,
+    max_entries: 1_000,
+};
+
+/// A log after `CHECK k 10 200 COST 3 ID r` at 1000 and a plain CHECK at
+/// 1100: two charges' worth of entries, expiring at 1300.
+fn charged_log() -> MemoryLog {
+    let mut log = MemoryLog::default();
+    let rule = Rule {
+        limit: 10,
+        window_ms: 200,
+        cost: 3,
+    };
+    let v = unwrap(check_request(
+        &mut log,
+        1000,
+        &rule,
+        Want::default(),
+        Some(b"r"),
+    ));
+    assert!(v.allowed);
+    let v = unwrap(check_request(
+        &mut log,
+        1100,
+        &Rule::new(10, 200),
+        Want::default(),
+        None,
+    ));
+    assert!(v.allowed);
+    assert_eq!(log.expire_at_ms, Some(1300));
+    log
+}
+
+#[test]
+fn the_own_window_comes_from_the_expiry_and_the_newest_entry() {
+    let mut log = charged_log();
+    // Newest 1100, expiry 1300: a window of 200, cutoff now - 200.
+    assert_eq!(unwrap(own_cutoff(&mut log, 1250, Some(1300))), Some(1050));
+    assert_eq!(unwrap(own_cutoff(&mut log, 1250, None)), None, "no expiry");
+    let mut empty = MemoryLog::default();
+    assert_eq!(unwrap(own_cutoff(&mut empty, 1250, Some(1300))), None);
+}
+
+#[test]
+fn settle_and_undo_trim_first() {
+    // Within the window, the charge settles.
+    let mut log = charged_log();
+    let at = log.expire_at_ms;
+    assert_eq!(
+        unwrap(settle(&mut log, b"r", 5, 1150, at, WIDE)),
+        Settled::Units(5)
+    );
+    assert_eq!(log.scores.len(), 6);
+    // At 1200 the charge (scored 1000) has left its 200 ms window: absent,
+    // and trimmed; the later entry stays.
+    let mut log = charged_log();
+    assert_eq!(
+        unwrap(settle(&mut log, b"r", 5, 1200, at, WIDE)),
+        Settled::NoCharge
+    );
+    assert_eq!(log.scores, [1100.0]);
+    let mut log = charged_log();
+    assert_eq!(unwrap(undo_request(&mut log, b"r", 1200, at)), 0);
+    assert_eq!(log.scores, [1100.0]);
+    // One ms earlier it is still in its window.
+    let mut log = charged_log();
+    assert_eq!(unwrap(undo_request(&mut log, b"r", 1199, at)), 3);
+    assert_eq!(log.scores, [1100.0]);
+    // Without an expiry nothing is trimmed.
+    let mut log = charged_log();
+    assert_eq!(unwrap(undo_request(&mut log, b"r", 5000, None)), 3);
+    let mut log = charged_log();
+    assert_eq!(trim_own(&mut log, 1300, at), Ok(4));
+}
+
+#[test]
+fn a_settle_raise_keeps_the_key_within_max_entries() {
+    let bounds = SettleBounds {
+        max_added: 1_000,
+        max_entries: 10,
+    };
+    // 4 entries: the charge can grow to 9 units (10 entries), not 10.
+    let mut log = charged_log();
+    let at = log.expire_at_ms;
+    let before = log.clone();
+    assert_eq!(
+        unwrap(settle(&mut log, b"r", 10, 1150, at, bounds)),
+        Settled::TooManyEntries { entries: 11 }
+    );
+    assert_eq!(log.scores, before.scores, "nothing changed");
+    assert_eq!(log.charges, before.charges);
+    // Refused before the trim too: nothing changes at all.
+    let mut log = charged_log();
+    log.scores.push(800.0);
+    log.members.push(77);
+    assert_eq!(
+        unwrap(settle(&mut log, b"r", 10, 1150, at, bounds)),
+        Settled::TooManyEntries { entries: 11 },
+        "the expired entry does not count"
+    );
+    assert_eq!(log.scores.len(), 5, "and is not trimmed by a refusal");
+    let mut log = charged_log();
+    assert_eq!(
+        unwrap(settle(&mut log, b"r", 9, 1150, at, bounds)),
+        Settled::Units(9)
+    );
+    assert_eq!(log.scores.len(), 10);
+    // Lowering is always allowed, even above the bound.
+    let tight = SettleBounds {
+        max_added: 1_000,
+        max_entries: 2,
+    };
+    assert_eq!(
+        unwrap(settle(&mut log, b"r", 4, 1150, at, tight)),
+        Settled::Units(4)
+    );
+    // The per-call bound is named first.
+    let per_call = SettleBounds {
+        max_added: 3,
+        max_entries: 5,
+    };
+    assert_eq!(
+        unwrap(settle(&mut log, b"r", 8, 1150, at, per_call)),
+        Settled::TooManyAdded { added: 4 }
+    );
+}

@@ -50,6 +50,8 @@ on_every_log! {
     a_stale_token_never_removes_a_later_entry => stale_tokens;
     bad_input_changes_and_replicates_nothing => bad_input;
     replicas_and_the_aof_reach_the_same_entries => replication_and_aof;
+    settle_and_undo_see_no_charge_that_left_its_window => out_of_window;
+    settle_keeps_a_key_within_max_limit_entries => within_max_limit;
 }
 
 // Sorted sets only: a compact log stores members as deltas, so a wide
@@ -602,6 +604,9 @@ fn bad_input(flavor: Flavor, log: Log) {
         ("SLIDEWIN.PEEK", vec!["k", "5", "60000", "ID", "a"], "ERR PEEK records nothing: ID applies to CHECK and MCHECK"),
         ("SLIDEWIN.MCHECK", vec!["1", "k", "5", "60000", "ID", ""], "ERR ID must be 1 to 128 bytes"),
         ("SLIDEWIN.UNDO", vec!["k", "ID", ""], "ERR ID must be 1 to 128 bytes"),
+        ("SLIDEWIN.UNDO", vec!["k", "ID"], "ERR syntax error: SLIDEWIN.UNDO key ID request-id"),
+        ("SLIDEWIN.UNDO", vec!["k", "id", "x", "y"], "ERR syntax error: SLIDEWIN.UNDO key ID request-id"),
+        ("SLIDEWIN.UNDO", vec!["str", "ID", "x", "y"], "ERR syntax error: SLIDEWIN.UNDO key ID request-id"),
         (
             "SLIDEWIN.SETTLE",
             vec!["k", "ID", "x", "COST", "-1"],
@@ -892,4 +897,158 @@ fn crafted_units(flavor: Flavor) {
         "#1, #2, #4 ... #32 and the #33..#40 SETTLE added, nothing beyond"
     );
     assert_eq!(zcard(&mut c, "crafted"), 35);
+}
+
+/// The number of entries in `key`, whichever log holds it.
+fn held(c: &mut Connection, key: &str) -> usize {
+    entries(c, key.as_bytes()).len()
+}
+
+/// SETTLE and UNDO trim to the key's own window first (the key's expiry
+/// less its newest entry's score), as CHECK trims to its: a charge made
+/// at t0 with a 1000 ms window, a later call at t0 + 600 that keeps the
+/// key alive, and at t0 + 1200 the first charge has left its window but is
+/// still in the key: SETTLE answers -1, UNDO by ID 0, an UNDO of a token
+/// removes nothing, and the entries out of the window are gone, on the
+/// replica too. A key without an expiry is not trimmed. The margins are
+/// 200 ms and more each way; a slow machine only widens the first.
+fn out_of_window(flavor: Flavor, log: Log) {
+    let master = options(flavor, log).start();
+    let replica = match log {
+        Log::Zset => replica_without_module(&master, flavor),
+        Log::Compact => replica_with(&master, options(flavor, Log::Compact)),
+    };
+    let mut c = master.conn();
+    let keys = ["{w}settle", "{w}undo", "{w}token", "{w}persist"];
+    for k in keys {
+        let args = [k, "5", "1000", "COST", "2", "ID", "old"];
+        assert_eq!(call(&mut c, "SLIDEWIN.CHECK", &args), Value::Int(1));
+    }
+    let args = ["{w}token", "5", "1000", "WITHMEMBERS"];
+    let Value::Array(fields) = call(&mut c, "SLIDEWIN.CHECK", &args) else {
+        panic!("a detail reply")
+    };
+    let tokens: Vec<String> = redis::from_redis_value_ref(fields.last().unwrap()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    for k in keys {
+        let args = [k, "5", "1000", "ID", "new"];
+        assert_eq!(call(&mut c, "SLIDEWIN.CHECK", &args), Value::Int(1));
+    }
+    let _: i64 = redis::cmd("PERSIST")
+        .arg("{w}persist")
+        .query(&mut c)
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    // Still in the keys (nothing has trimmed them since).
+    assert_eq!(held(&mut c, "{w}settle"), 3);
+    assert_eq!(held(&mut c, "{w}token"), 4);
+    assert_eq!(
+        int(&call(
+            &mut c,
+            "SLIDEWIN.SETTLE",
+            &["{w}settle", "ID", "old", "COST", "5"]
+        )),
+        -1,
+        "a charge out of its window is none"
+    );
+    assert_eq!(held(&mut c, "{w}settle"), 1, "its entries are gone");
+    assert_eq!(
+        int(&call(&mut c, "SLIDEWIN.UNDO", &["{w}undo", "ID", "old"])),
+        0
+    );
+    assert_eq!(held(&mut c, "{w}undo"), 1);
+    let mut undo = vec!["{w}token"];
+    undo.extend(tokens.iter().map(|t| t.as_str()));
+    assert_eq!(int(&call(&mut c, "SLIDEWIN.UNDO", &undo)), 0);
+    assert_eq!(held(&mut c, "{w}token"), 1);
+    // The charge within the window settles as before.
+    assert_eq!(
+        int(&call(
+            &mut c,
+            "SLIDEWIN.SETTLE",
+            &["{w}settle", "ID", "new", "COST", "3"]
+        )),
+        3
+    );
+    // Without an expiry, the key has no window: nothing is trimmed.
+    assert_eq!(
+        int(&call(
+            &mut c,
+            "SLIDEWIN.SETTLE",
+            &["{w}persist", "ID", "old", "COST", "3"]
+        )),
+        3
+    );
+    assert_eq!(held(&mut c, "{w}persist"), 4);
+    drop(assert_replica_matches(&master, &replica));
+}
+
+/// With `slidewin.max-limit` 50, a limit-10 key holding two charges of 5
+/// cannot pass 50 entries through SETTLE: a raise past it is refused with
+/// an error naming the setting, nothing changed or replicated; up to it
+/// the raise settles, a lowering always does; the replica the same.
+fn within_max_limit(flavor: Flavor, log: Log) {
+    let master = options(flavor, log).start();
+    let replica = match log {
+        Log::Zset => replica_without_module(&master, flavor),
+        Log::Compact => replica_with(&master, options(flavor, Log::Compact)),
+    };
+    let mut c = master.conn();
+    config_set(&mut c, "slidewin.max-limit", "50");
+    let k = "cap";
+    for id in ["a", "b"] {
+        let args = [k, "10", "60000", "COST", "5", "ID", id];
+        assert_eq!(call(&mut c, "SLIDEWIN.CHECK", &args), Value::Int(1));
+    }
+    wait_caught_up(&master, &replica);
+    let before = (digest(&mut c), offset(&mut c));
+    let err = slidewin(&mut c, "SLIDEWIN.SETTLE", &[k, "ID", "a", "COST", "46"])
+        .expect_err("past max-limit");
+    assert_eq!(
+        error_text(&err),
+        "ERR SETTLE to 46 units would leave the key with 51 entries; slidewin.max-limit allows 50"
+    );
+    assert_eq!(
+        (digest(&mut c), offset(&mut c)),
+        before,
+        "nothing changed or replicated"
+    );
+    assert_eq!(
+        int(&call(
+            &mut c,
+            "SLIDEWIN.SETTLE",
+            &[k, "ID", "a", "COST", "45"]
+        )),
+        45
+    );
+    assert_eq!(held(&mut c, k), 50);
+    // Every further raise, of either charge, is refused; the key stays at 50.
+    for (id, units) in [("a", "46"), ("b", "6"), ("b", "50"), ("a", "50")] {
+        let err = slidewin(&mut c, "SLIDEWIN.SETTLE", &[k, "ID", id, "COST", units])
+            .expect_err("past max-limit");
+        assert!(
+            error_text(&err).ends_with("slidewin.max-limit allows 50"),
+            "{}",
+            error_text(&err)
+        );
+        assert_eq!(held(&mut c, k), 50);
+    }
+    assert_eq!(
+        int(&call(
+            &mut c,
+            "SLIDEWIN.SETTLE",
+            &[k, "ID", "b", "COST", "2"]
+        )),
+        2
+    );
+    assert_eq!(
+        int(&call(
+            &mut c,
+            "SLIDEWIN.SETTLE",
+            &[k, "ID", "a", "COST", "48"]
+        )),
+        48
+    );
+    assert_eq!(held(&mut c, k), 50);
+    drop(assert_replica_matches(&master, &replica));
 }

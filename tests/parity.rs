@@ -289,6 +289,10 @@ fn errors_on(pair: &mut Pair) {
         ("UNDO", "k", &["id", LONG_ID]),
         ("UNDO", "str", &["ID", "a"]),
         ("UNDO", "str", &["1@1"]),
+        // `ID` first takes exactly one request id (issue 39).
+        ("UNDO", "k", &["ID"]),
+        ("UNDO", "k", &["id", "a", "b"]),
+        ("UNDO", "str", &["ID", "a", "b"]),
         ("SETTLE", "k", &["ID", "a", "COST", "-1"]),
         ("SETTLE", "k", &["ID", "a", "COST", "1.5"]),
         ("SETTLE", "k", &["ID", "a", "COST", "01"]),
@@ -924,11 +928,9 @@ fn ids_on(pair: &mut Pair) {
     assert_eq!(step(pair, "UNDO", &["i1"], &["ID", "r1"]), Value::Int(2));
     assert_eq!(step(pair, "UNDO", &["i1"], &["id", "r1"]), Value::Int(0));
     assert_eq!(step(pair, "UNDO", &["i1"], &["ID", "never"]), Value::Int(0));
-    // By member, a charge's entries are never removed (nor is `ID` alone
-    // or with two more arguments read as the ID form).
-    for args in [&["#1:r 2:#"][..], &["ID"], &["ID", "r 2:#", "1"]] {
-        assert_eq!(step(pair, "UNDO", &["i1"], args), Value::Int(0), "{args:?}");
-    }
+    // By member, a charge's entries are never removed (`ID` alone or with
+    // two more arguments is a syntax error: errors_on).
+    assert_eq!(step(pair, "UNDO", &["i1"], &["#1:r 2:#"]), Value::Int(0));
     same_keys(pair, &["i1"]);
     assert_eq!(members(&mut pair.m, "{m}i1"), ["#1:r 2:#"]);
     // Undone, r1 is forgotten: the same id charges again.
@@ -1088,6 +1090,91 @@ fn ids_on(pair: &mut Pair) {
     let (m, f) = pair.query_each("UNDO", &e2, &tm1, &tf1);
     assert_eq!((m, f), (Value::Int(0), Value::Int(0)), "the stale token");
     same_keys(pair, &["e2"]);
+
+    // Issue 39: SETTLE and UNDO trim to the key's window; max-limit.
+    charges_in_their_window(pair);
+    settle_within_max_limit(pair);
+}
+
+/// SETTLE and UNDO take no window: they trim first to the key's own (its
+/// expiry less its newest entry's score), so a charge that has left it is
+/// absent (SETTLE -1, UNDO 0) and its entries go, on both sides alike.
+/// Three calls a slot (200 ms) apart, 300 ms windows: at the third, the
+/// first slot's entries are 100 ms out of the window, the second's 100 ms in.
+fn charges_in_their_window(pair: &mut Pair) {
+    let with = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<String>>();
+    wait_for_slot(&mut pair.m);
+    let args = ["5", "300", "COST", "2", "ID", "old"];
+    assert_eq!(step(pair, "CHECK", &["w"], &args), Value::Int(1));
+    assert_eq!(
+        step(pair, "CHECK", &["u"], &["5", "300", "ID", "old"]),
+        Value::Int(1)
+    );
+    let (m, f) = pair.query("CHECK", &with(&["v"]), &with(&["5", "300", "WITHMEMBERS"]));
+    same(&m, &f, "v");
+    let (tm, tf) = (tokens_of(&m), tokens_of(&f));
+    std::thread::sleep(Duration::from_millis(150));
+    wait_for_slot(&mut pair.m);
+    for key in ["w", "u", "v"] {
+        let args = ["5", "300", "ID", "new"];
+        assert_eq!(step(pair, "CHECK", &[key], &args), Value::Int(1));
+    }
+    std::thread::sleep(Duration::from_millis(150));
+    wait_for_slot(&mut pair.m);
+    let settle = ["ID", "old", "COST", "4"];
+    assert_eq!(
+        step(pair, "SETTLE", &["w"], &settle),
+        Value::Int(-1),
+        "the charge has left its window"
+    );
+    assert_eq!(step(pair, "UNDO", &["u"], &["ID", "old"]), Value::Int(0));
+    let (m, f) = pair.query_each("UNDO", &with(&["v"]), &tm, &tf);
+    assert_eq!(
+        (m, f),
+        (Value::Int(0), Value::Int(0)),
+        "a token out of its window"
+    );
+    same_keys(pair, &["w", "u", "v"]);
+    for key in ["{m}w", "{m}u", "{m}v"] {
+        assert_eq!(members(&mut pair.m, key), ["#1:new"], "{key}: trimmed");
+    }
+    let settle = ["ID", "new", "COST", "3"];
+    assert_eq!(step(pair, "SETTLE", &["w"], &settle), Value::Int(3));
+    same_keys(pair, &["w"]);
+}
+
+/// A SETTLE raise that would leave the key with more than max-limit
+/// entries (both sides at its default, 100000) is refused with the same
+/// error, nothing changed; a raise within it settles. (The boundary itself,
+/// exactly max-limit entries, is tests/ids.rs's, at a small max-limit: 100k
+/// entries here outlast short windows on a loaded machine.)
+fn settle_within_max_limit(pair: &mut Pair) {
+    wait_for_slot(&mut pair.m);
+    let w = "60100";
+    let args = ["10", w, "COST", "10", "ID", "big"];
+    assert_eq!(step(pair, "CHECK", &["cap"], &args), Value::Int(1));
+    let args = ["11", w, "ID", "other"];
+    assert_eq!(step(pair, "CHECK", &["cap"], &args), Value::Int(1));
+    let keys = vec!["cap".to_string()];
+    let raise: Vec<String> = ["ID", "big", "COST", "100000"]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    let m = both("SETTLE", &keys, &raise, "m", &pair.form).query::<Value>(&mut pair.m);
+    let f = both("SETTLE", &keys, &raise, "f", &pair.form).query::<Value>(pair.lib());
+    for side in [m, f] {
+        let e = side.expect_err("refused");
+        assert_eq!(
+            error_text(&e),
+            "ERR SETTLE to 100000 units would leave the key with 100001 entries; slidewin.max-limit allows 100000"
+        );
+    }
+    same_keys(pair, &["cap"]);
+    assert_eq!(members(&mut pair.m, "{m}cap").len(), 11, "nothing changed");
+    let settle = ["ID", "big", "COST", "30"];
+    assert_eq!(step(pair, "SETTLE", &["cap"], &settle), Value::Int(30));
+    same_keys(pair, &["cap"]);
+    assert_eq!(members(&mut pair.m, "{m}cap").len(), 31);
 }
 
 /// The same-millisecond case: a CHECK, an UNDO of its token and a new

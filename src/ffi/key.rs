@@ -217,6 +217,21 @@ impl<'c> Key<'c> {
         let status = unsafe { set(self.raw(), at_ms) };
         ok_status(status, "setting the expiry")
     }
+
+    /// The key's expiry as an absolute unix time in ms; `None` when it has
+    /// none (or does not exist).
+    pub fn abs_expire(&self) -> Result<Option<i64>, CallError> {
+        // Asked only of an existing key: Redis 8.2 crashes reading the
+        // expiry of a missing key opened for writing.
+        if self.kind()? == KeyKind::Empty {
+            return Ok(None);
+        }
+        let get = api!(RedisModule_GetAbsExpire)?;
+        // SAFETY: the handle is open on an existing key; the server answers
+        // REDISMODULE_NO_EXPIRE (-1) for a key without an expiry.
+        let at = unsafe { get(self.raw()) };
+        Ok((at >= 0).then_some(at))
+    }
 }
 
 impl Key<'_> {

@@ -65,6 +65,18 @@ impl<'c> KeyLog<'c> {
         Self::of(ctx, name, Some(Key::open_write(ctx, name)?))
     }
 
+    /// Opens `name` for a write, with the key's expiry (absolute unix ms;
+    /// `None`: it has none), read before the log takes the key: SETTLE and
+    /// UNDO trim to the window it gives (`window::own_cutoff`).
+    pub fn open_write_expiring(
+        ctx: &'c Context,
+        name: &'c Arg,
+    ) -> Result<(Self, Option<i64>), CallError> {
+        let key = Key::open_write(ctx, name)?;
+        let at = key.abs_expire()?;
+        Ok((Self::of(ctx, name, Some(key))?, at))
+    }
+
     /// Opens `name` for reading only; a missing key reads as an empty log.
     pub fn open_read(ctx: &'c Context, name: &'c Arg) -> Result<Self, CallError> {
         Self::of(ctx, name, Key::open_read(ctx, name)?)
