@@ -11,8 +11,11 @@ import redis.asyncio
 from . import steps as st
 from .backends import Backend
 from .calls import CHECK, CHECK_ALL, _rule, _rules, reservation_id
+from .calls import PEEK, _key, new_request_id, request_id_of, with_request_id  # noqa: F401 (imported here before)
 from .connections import AsyncLink
 from .decision import Decision, Rule
+from .errors import SlidewinModuleError  # noqa: F401 (imported here before)
+from .outage import RECONNECT, resendable  # noqa: F401 (imported here before)
 from .policy import Policy
 from .reservation import AsyncReservation
 
@@ -47,6 +50,10 @@ class AsyncLimiter:
     async def _send(self, key, build: Callable[[Backend], list]):
         """As `Limiter._send`."""
         return await self._run(st.send(self.policy, key, build))
+
+    async def _send_again_once(self, key, build: Callable[[Backend], list]):
+        """As `Limiter._send_again_once`."""
+        return await self._run(st.send_again_once(self.policy, key, build))
 
     async def _decide(self, kind: str, rules: Tuple[Rule, ...], cost: int, request_id=None, given: bool = False,
                       shadow: bool = False) -> Decision:

@@ -20,9 +20,12 @@ from .backends import (BACKENDS, DEFAULT_BACKENDS, EVAL_FRAME_PATH, FUNCTION_LIB
                        library_code)
 from .calls import (CHECK, CHECK_ALL, MAX_REQUEST_ID, PEEK, _key, _keys, _rule, _rules, may_hold_charge, merge_top,  # noqa: F401
                     new_request_id, request_id_of, reservation_id, with_request_id)
+from .backends import _charge_options  # noqa: F401
+from .calls import _as_text  # noqa: F401
 from .connections import Link
 from .decision import Decision, Rule
 from .errors import SlidewinModuleError  # noqa: F401
+from .local import CircuitBreaker, DenialCache, LocalWindows, key_bytes, monotonic_ms  # noqa: F401
 from .outage import (ALLOW, DENY, LOCAL, OUTAGE_ERRORS, POLICIES, RECONNECT, SLOT_ERRORS, TRYAGAIN_BUDGET_MS,  # noqa: F401
                      TRYAGAIN_DELAYS_MS, WRITE_REFUSALS, Attempt, quiet_on_exit, refusal_reason, resendable, write_refused)
 from .policy import Policy
@@ -114,6 +117,10 @@ class Limiter:
         """Runs one call on the first backend of the chain that can answer
         (`steps.send`). Returns (reply, source)."""
         return self._run(st.send(self.policy, key, build))
+
+    def _send_again_once(self, key, build: Callable[[Backend], list]):
+        """`steps.send_again_once`: once more after an error that leaves the fate unknown."""
+        return self._run(st.send_again_once(self.policy, key, build))
 
     def _decide(self, kind: str, rules: Tuple[Rule, ...], cost: int, request_id=None, given: bool = False,
                 shadow: bool = False) -> Decision:
