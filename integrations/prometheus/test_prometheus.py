@@ -162,3 +162,85 @@ def test_the_largest_key_is_found_among_compact_logs(compact_server):
     # largest is whichever MEMORY USAGE says).
     sizes = [r.memory_usage(k) for k in ("rl:c", "rl:d", "not:a:limiter")]
     assert m['redis_script_values{key="slidewin_largest_key_bytes"}'] == max(sizes), sizes
+
+
+DASHBOARD = os.path.join(HERE, "grafana-dashboard.json")
+
+#: What a dashboard's PromQL (and Grafana's label_values) names besides
+#: series: functions, aggregations, operators. A word not here and not a
+#: series fails the test below (add a function here when a panel uses it).
+PROMQL_WORDS = {"sum", "max", "min", "avg", "count", "topk", "bottomk", "rate", "irate", "increase", "delta",
+                "clamp_min", "clamp_max", "histogram_quantile", "and", "or", "unless", "offset", "bool",
+                "label_values", "by", "without"}
+
+
+def dashboard_queries():
+    """Every PromQL query of the dashboard: the panels' targets and the
+    template variables' queries."""
+    import json
+
+    with open(DASHBOARD, encoding="utf-8") as f:
+        dash = json.load(f)  # valid JSON, or this fails
+    queries = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    for var in dash["templating"]["list"]:
+        if var["type"] == "query":
+            q = var["query"]
+            queries.append(q["query"] if isinstance(q, dict) else q)
+    return dash, queries
+
+
+def series_of(expr: str) -> set:
+    """The series (metric or recording-rule names) a query reads."""
+    e = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)  # label values
+    e = re.sub(r"label_values\(([^,()]*),\s*\w+\s*\)", r" \1 ", e)  # Grafana's label_values(series, label)
+    e = re.sub(r"\{[^}]*\}", " ", e)  # matchers
+    e = re.sub(r"\[[^\]]*\]", " ", e)  # ranges
+    e = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", e)  # label lists
+    e = re.sub(r"\b\d+(\.\d+)?(e[+-]?\d+)?\b", " ", e)  # numbers
+    return {w for w in re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", e) if w not in PROMQL_WORDS}
+
+
+def test_the_series_reader_reads_series():
+    assert series_of('sum by (instance) (rate(redis_script_values{key="slidewin_x",instance=~"$i"}[5m]))') == {
+        "redis_script_values"}
+    assert series_of("slidewin:denial_ratio:rate5m > 0.5 and foo_total > 1e6") == {"slidewin:denial_ratio:rate5m", "foo_total"}
+    assert series_of("label_values(redis_script_values, instance)") == {"redis_script_values"}
+
+
+def test_the_grafana_dashboard_reads_only_exported_series(server, exporter):
+    dash, queries = dashboard_queries()
+    assert dash["uid"] and dash["title"] and len(dash["panels"]) >= 8, "a dashboard"
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(set(ids)) == len(ids), "panel ids are unique"
+    for p in dash["panels"]:
+        assert p["targets"] and all(t["expr"].strip() for t in p["targets"]), p["title"]
+        assert len({t["refId"] for t in p["targets"]}) == len(p["targets"]), p["title"]
+    r = server.client()
+    r.execute_command("SLIDEWIN.CHECK", "rl:a", 1, 60000)
+    r.execute_command("SLIDEWIN.CHECK", "rl:a", 1, 60000, "SHADOW")
+    scraped = scrape(exporter)
+    exported = {re.sub(r"\{.*", "", name) for name in scraped}
+    # The Python client, its server away: a fallback decision and a shadow
+    # call let through (every family its health report can give).
+    py = run([sys.executable, "-c", f"""
+import redis
+from slidewin import Limiter
+from slidewin.health import client_prometheus
+lim = Limiter(redis.Redis(port={free_port()}, socket_timeout=0.2), outage="deny", timeout_ms=100)
+lim.check("k", 1, 1000, shadow=True)
+print(client_prometheus(lim))
+"""], env={**os.environ, "PYTHONWARNINGS": "ignore"}).stdout
+    assert "slidewin_client_shadow_refused_total" in py, py
+    exported |= set(re.findall(r"^([a-z_]+)[ {]", py, re.M))
+    lua = open(os.path.join(ROOT, "integrations", "nginx", "lua", "slidewin", "nginx.lua")).read()
+    names = re.search(r'for _, name in ipairs\(\{ ([^}]*) \}\)', lua).group(1)
+    exported |= {f"slidewin_nginx_{n.strip(chr(34))}_total" for n in names.split(", ")}
+    recorded = set(re.findall(r"^\s+- record: (\S+)", open(RULES).read(), re.M))
+    assert recorded, "the recording rules are read"
+    read = set().union(*(series_of(q) for q in queries))
+    assert read <= exported | recorded, read - exported - recorded
+    assert read & recorded and read & exported, read
+    # Every key="slidewin_..." a panel names is one slidewin.lua returns.
+    keys = set(re.findall(r'key="(slidewin_[a-z_]+)"', " ".join(queries)))
+    scraped_keys = set(re.findall(r'key="(slidewin_[a-z_]+)"', " ".join(scraped)))
+    assert keys and keys <= scraped_keys, keys - scraped_keys

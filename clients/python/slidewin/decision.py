@@ -1,6 +1,6 @@
 """The answer of a check: `Decision`, and its HTTP headers."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional, Tuple, Union
 
 #: Where a decision came from.
@@ -39,6 +39,11 @@ class Decision:
     - `request_id`: the id the call was made under (`check(...,
       request_id=)`, a reservation, or `Limiter(request_ids=True)`), as
       given (str or bytes); None for a call without one.
+    - `shadow_refused`: a shadow call (`check(..., shadow=True)`,
+      `SHADOW`) the limit would have refused: `allowed` is True, nothing
+      was charged, and `remaining` and `retry_after_ms` are what the
+      enforced limit says. For several rules, `per_rule` tells which
+      would have refused (their `allowed` stays the real one).
     """
 
     allowed: bool
@@ -51,6 +56,7 @@ class Decision:
     rules: Tuple[Rule, ...] = ()
     per_rule: Tuple["Decision", ...] = field(default=(), repr=False)
     request_id: Union[str, bytes, None] = None
+    shadow_refused: bool = False
 
     @property
     def keys(self) -> List[Union[str, bytes]]:
@@ -80,9 +86,10 @@ def _seconds(ms: int) -> int:
     return max(0, -(-int(ms) // 1000))
 
 
-def from_detail(reply, rule: Rule, source: str, members=()) -> Decision:
+def from_detail(reply, rule: Rule, source: str, members=(), shadow: bool = False) -> Decision:
     """A decision from the five DETAIL fields
-    `[allowed, limit, remaining, retry_after_ms, reset_after_ms]`."""
+    `[allowed, limit, remaining, retry_after_ms, reset_after_ms]`, and with
+    `shadow` the sixth, `shadow_refused`."""
     allowed, limit, remaining, retry, reset = (int(x) for x in reply[:5])
     return Decision(
         allowed=bool(allowed),
@@ -93,17 +100,24 @@ def from_detail(reply, rule: Rule, source: str, members=()) -> Decision:
         members=tuple(_text(m) for m in members),
         source=source,
         rules=(rule,),
+        shadow_refused=shadow and bool(int(reply[5])),
     )
 
 
-def from_multi(reply, rules: List[Rule], source: str, with_members: bool = True) -> Decision:
+def from_multi(reply, rules: List[Rule], source: str, with_members: bool = True, shadow: bool = False) -> Decision:
     """A decision from MCHECK's DETAIL WITHMEMBERS reply
     `[allowed, retry_after_ms, [five fields] per rule..., [members]]`
     (`with_members=False`: its DETAIL reply, without the members, as a
-    call with an ID gets it)."""
+    call with an ID gets it; `shadow`: `shadow_refused` after the rules'
+    fields)."""
     allowed, retry = int(reply[0]), int(reply[1])
-    members = tuple(_text(m) for m in reply[-1]) if with_members else ()
-    fields_per_rule = reply[2:-1] if with_members else reply[2:]
+    end = len(reply) - 1 if with_members else len(reply)
+    members = tuple(_text(m) for m in reply[end]) if with_members else ()
+    shadow_refused = False
+    if shadow:
+        end -= 1
+        shadow_refused = bool(int(reply[end]))
+    fields_per_rule = reply[2:end]
     per_rule = tuple(
         from_detail(fields, rule, source) for fields, rule in zip(fields_per_rule, rules)
     )
@@ -120,6 +134,7 @@ def from_multi(reply, rules: List[Rule], source: str, with_members: bool = True)
         source=source,
         rules=tuple(rules),
         per_rule=per_rule,
+        shadow_refused=shadow_refused,
     )
 
 
@@ -139,6 +154,14 @@ def refusal(rules: Tuple[Rule, ...], retry_after_ms: int, source: str) -> Decisi
         source=source,
         rules=rules,
     )
+
+
+def let_through(decision: Decision) -> Decision:
+    """A refusal answered without Redis (the outage policy) to a shadow
+    call: let through, telling it would have been refused."""
+    if decision.allowed:
+        return decision
+    return replace(decision, allowed=True, shadow_refused=True)
 
 
 def admission(rules: Tuple[Rule, ...], remaining: Optional[int], source: str) -> Decision:

@@ -356,23 +356,28 @@ def gather(
 
 def client_counts(limiters: Iterable) -> Dict:
     """The decisions of this process's limiters, added up: {"decisions":
-    {source: {reason: n}}, "breaker_opened": n, "breakers_open": n}."""
+    {source: {reason: n}}, "shadow_refused": {source: n}, "breaker_opened":
+    n, "breakers_open": n}."""
     decisions: Dict[str, Dict[str, int]] = {}
+    shadow: Dict[str, int] = {}
     opened = open_now = 0
     for lim in limiters:
         s = lim.stats()
         for source, reasons in s["decisions"].items():
             for reason, n in reasons.items():
                 decisions.setdefault(source, {})[reason] = decisions.get(source, {}).get(reason, 0) + n
+        for source, n in s.get("shadow_refused", {}).items():
+            shadow[source] = shadow.get(source, 0) + n
         opened += s["breaker"]["opened"]
         open_now += s["breaker"]["state"] != "closed"
-    return {"decisions": decisions, "breaker_opened": opened, "breakers_open": open_now}
+    return {"decisions": decisions, "shadow_refused": shadow, "breaker_opened": opened, "breakers_open": open_now}
 
 
 def client_prometheus(*limiters) -> str:
     """The decisions of this process's limiters in the Prometheus text
     format, for an application's own metrics endpoint:
     `slidewin_client_decisions_total{source,reason}`,
+    `slidewin_client_shadow_refused_total{source}`,
     `slidewin_client_breaker_opened_total`, `slidewin_client_breakers_open`."""
     e = _Exposition()
     _client_families(e, client_counts(limiters))
@@ -385,6 +390,12 @@ def _client_families(e: "_Exposition", client: Dict) -> None:
         "counter",
         "Decisions of this process's limiters by source (redis, function: the server; local-cache, fallback: not) and reason.",
         [({"source": src, "reason": why}, n) for src, reasons in sorted(client["decisions"].items()) for why, n in sorted(reasons.items())],
+    )
+    e.family(
+        "slidewin_client_shadow_refused_total",
+        "counter",
+        "Shadow calls (SHADOW) let through that the limit (source redis, function) or the outage policy (fallback) would have refused.",
+        [({"source": src}, n) for src, n in sorted(client.get("shadow_refused", {}).items())],
     )
     e.family("slidewin_client_breaker_opened_total", "counter", "Times the limiters' circuit breakers opened.",
              [(None, client["breaker_opened"])])
@@ -446,6 +457,9 @@ def render_text(out: Dict) -> str:
     client = out.get("client") or {}
     for src, reasons in sorted(client.get("decisions", {}).items()):
         lines.append(f"this process's limiters, {src}: " + ", ".join(f"{why} {n}" for why, n in sorted(reasons.items())))
+    if client.get("shadow_refused"):
+        lines.append("this process's shadow calls let through that would have been refused: "
+                     + ", ".join(f"{src} {n}" for src, n in sorted(client["shadow_refused"].items())))
     for w in out["warnings"]:
         lines.append(f"WARNING: {w}")
     for a in out["alerts"]:

@@ -32,7 +32,9 @@ from typing import Dict, Optional, Tuple, Union
 import redis
 
 from . import decision as d
+from .calls import may_hold_charge
 from .decision import Decision, Rule
+from .outage import quiet_on_exit
 
 Key = Union[str, bytes]
 
@@ -42,10 +44,12 @@ _ERRORS = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)
 class _State:
     """What a reservation holds; the I/O is its sync or async subclass's."""
 
-    def __init__(self, limiter, kind: str, rules: Tuple[Rule, ...], cost: int, request_id: Key, given: bool):
+    def __init__(self, limiter, kind: str, rules: Tuple[Rule, ...], cost: int, request_id: Key, given: bool,
+                 shadow: bool = False):
         self._limiter = limiter
         self._kind = kind
         self._given = given
+        self._shadow = shadow
         #: The rules charged.
         self.rules = rules
         #: The id the charge is made under.
@@ -75,8 +79,6 @@ class _State:
         return self.decision.headers()
 
     def _may_hold(self) -> bool:
-        from .limiter import may_hold_charge  # limiter imports this module
-
         return self.decision is not None and may_hold_charge(self.decision)
 
     def _exit_step(self, failed: bool) -> Optional[str]:
@@ -96,8 +98,6 @@ class _State:
         return False
 
     def _exit_error(self, step: str, failed: bool, e: Exception) -> None:
-        from .limiter import quiet_on_exit
-
         if not failed and not quiet_on_exit(e):
             raise e
         self._limiter.policy.exit_failed(step, self, e)
@@ -112,7 +112,7 @@ class Reservation(_State):
     the module's documentation)."""
 
     def __enter__(self) -> "Reservation":
-        self.decision = self._limiter._decide(self._kind, self.rules, self.reserved, self.request_id, self._given)
+        self.decision = self._limiter._decide(self._kind, self.rules, self.reserved, self.request_id, self._given, self._shadow)
         return self
 
     def commit(self) -> Optional[Dict[Key, Optional[int]]]:
@@ -155,7 +155,7 @@ class AsyncReservation(_State):
     """`AsyncLimiter.reserve` / `reserve_all`: `async with`."""
 
     async def __aenter__(self) -> "AsyncReservation":
-        self.decision = await self._limiter._decide(self._kind, self.rules, self.reserved, self.request_id, self._given)
+        self.decision = await self._limiter._decide(self._kind, self.rules, self.reserved, self.request_id, self._given, self._shadow)
         return self
 
     async def commit(self) -> Optional[Dict[Key, Optional[int]]]:

@@ -5,8 +5,10 @@ Every decision is counted by its `source` and a `reason`: `redis` and
 a refusal remembered in this process) and `fallback` (the outage policy: the
 reason says why the server did not decide: `breaker-open`, `timeout`,
 `connection`, `loading`, `masterdown`, `readonly`, `tryagain`, `cluster`,
-`oom`, `noreplicas`, `misconf`). `Limiter.stats()` returns the counts; the
-health report (`slidewin.health.client_prometheus`) exports them.
+`oom`, `noreplicas`, `misconf`). Shadow calls the limit would have refused
+(let through: `Decision.shadow_refused`) are counted apart, by source.
+`Limiter.stats()` returns the counts; the health report
+(`slidewin.health.client_prometheus`) exports them.
 
 An outage answer and the breaker opening are logged at WARNING on the
 `slidewin` logger, at most once per `log_every_ms` per kind of answer (the
@@ -47,6 +49,7 @@ class Stats:
         self._clock = clock
         self._log_every_ms = log_every_ms
         self._counts: Counter = Counter()
+        self._shadow: Counter = Counter()
         self._lock = threading.Lock()
         # kind of record -> (when last logged, records held back since)
         self._logged: Dict[str, Tuple[int, int]] = {}
@@ -54,6 +57,17 @@ class Stats:
     def count(self, source: str, reason: str) -> None:
         with self._lock:
             self._counts[(source, reason)] += 1
+
+    def shadow_refused(self, source: str) -> None:
+        """A shadow call the limit (`redis`, `function`) or the outage
+        policy (`fallback`) would have refused, let through."""
+        with self._lock:
+            self._shadow[source] += 1
+
+    def shadow_snapshot(self) -> Dict[str, int]:
+        """{source: count} of the shadow calls let through."""
+        with self._lock:
+            return dict(sorted(self._shadow.items()))
 
     def warn(self, kind: str, message: str, *args) -> None:
         """Logs `message` at WARNING unless a record of this `kind` went out

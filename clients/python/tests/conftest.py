@@ -22,6 +22,39 @@ MODULE = os.environ.get("SLIDEWIN_MODULE", os.path.join(TARGET_DIR, "release", "
 SERVERS = ["redis-7.0", "redis-8.2", "valkey-8.1", "valkey-9.1"]
 START_DEADLINE_S = 15
 
+#: An older module, to test what the client says of a module without the
+#: commands and options it sends: the source of this commit (before request
+#: ids and shadow mode: no SLIDEWIN.SETTLE, no ID, no SHADOW), built once
+#: into TARGET_DIR/slidewin-<commit>/ (about two minutes), or the build
+#: SLIDEWIN_OLD_MODULE names. A real module of an earlier day: the servers
+#: cannot hide a module's command (rename-command refuses module commands).
+OLD_MODULE_COMMIT = "07be96b"
+
+
+def old_module() -> str:
+    """The path of the older module (see `OLD_MODULE_COMMIT`), built when missing."""
+    given = os.environ.get("SLIDEWIN_OLD_MODULE")
+    if given:
+        if not os.path.isfile(given):
+            pytest.fail(f"SLIDEWIN_OLD_MODULE={given}: no such file")
+        return given
+    home = os.path.join(TARGET_DIR, f"slidewin-{OLD_MODULE_COMMIT}")
+    built = os.path.join(home, "target", "release", "libslidewin.so")
+    if os.path.isfile(built):
+        return built
+    src = os.path.join(home, "src")
+    shutil.rmtree(src, ignore_errors=True)
+    os.makedirs(src)
+    archive = subprocess.run(["git", "-C", ROOT, "archive", OLD_MODULE_COMMIT], capture_output=True)
+    if archive.returncode != 0:
+        pytest.fail(f"git archive {OLD_MODULE_COMMIT} failed: {archive.stderr.decode()}")
+    subprocess.run(["tar", "-x", "-C", src], input=archive.stdout, check=True)
+    env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(home, "target"))
+    out = subprocess.run(["cargo", "build", "--release"], cwd=src, env=env, capture_output=True, text=True)
+    if out.returncode != 0 or not os.path.isfile(built):
+        pytest.fail(f"building the module of {OLD_MODULE_COMMIT} failed:\n{out.stderr[-3000:]}")
+    return built
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -43,9 +76,10 @@ class Server:
     #: Redis 7.0+ directives (a subclass for Redis 6.2 leaves them out).
     debug_args = ["--enable-debug-command", "yes"]
 
-    def __init__(self, name: str, module: bool = True, port: int = 0, args=(), module_args=()):
+    def __init__(self, name: str, module: bool = True, port: int = 0, args=(), module_args=(), module_path: str = MODULE):
         self.name = name
         self.module = module
+        self.module_path = module_path
         self.module_args = list(module_args)  # after the module's path
         self.args = list(args)  # more server arguments, on every start
         self.dir = tempfile.mkdtemp(prefix="slidewin-py-")
@@ -60,9 +94,9 @@ class Server:
                 "--dir", self.dir, "--save", "", "--appendonly", "no", "--logfile", "server.log",
                 ] + self.debug_args + self.args + list(extra)
         if self.module:
-            if not os.path.isfile(MODULE):
-                pytest.fail(f"module not built at {MODULE}: run make build")
-            args += ["--loadmodule", MODULE] + self.module_args
+            if not os.path.isfile(self.module_path):
+                pytest.fail(f"module not built at {self.module_path}: run make build")
+            args += ["--loadmodule", self.module_path] + self.module_args
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if not wait:
             return
@@ -161,6 +195,14 @@ def count_sends(limiter) -> list:
 
     limiter.link.execute = counting
     return sent
+
+
+@pytest.fixture(params=SERVERS)
+def old_server(request):
+    """A server with the older module (`OLD_MODULE_COMMIT`)."""
+    s = Server(request.param, module_path=old_module())
+    yield s
+    s.close()
 
 
 @pytest.fixture(params=SERVERS)

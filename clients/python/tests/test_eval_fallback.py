@@ -62,6 +62,9 @@ def test_without_function_the_eval_form_answers(redis62):
     refused = lim.check("sms:limit:1", 2, 60_000)
     assert not refused.allowed and refused.source == FUNCTION and 0 < refused.retry_after_ms <= 60_000
     assert c.zcard("sms:limit:1") == 2, "the refusal charged nothing"
+    shadow = lim.check("sms:limit:1", 2, 60_000, shadow=True)  # SHADOW through EVALSHA
+    assert (shadow.allowed, shadow.shadow_refused, shadow.source) == (True, True, FUNCTION)
+    assert c.zcard("sms:limit:1") == 2 and lim.stats()["shadow_refused"] == {FUNCTION: 1}
     d = lim.check_all([("{e}a", 2, 60_000), ("{e}b", 1, 60_000)])
     assert d.allowed and d.source == FUNCTION
     assert not lim.peek("{e}b", 1, 60_000).allowed

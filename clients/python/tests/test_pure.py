@@ -134,9 +134,6 @@ def test_the_packaged_library_is_lua_slidewin_lua():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
     with open(os.path.join(root, "lua", "slidewin.lua"), encoding="utf-8") as f:
         assert library_code() == f.read(), "clients/python/slidewin/slidewin.lua is a link to lua/slidewin.lua"
-    # The paths earlier docs gave still lead to the library.
-    for name in ("slidewin.lua", "slidewin-eval.lua"):
-        assert os.path.samefile(os.path.join(root, "scripts", name), os.path.join(root, "lua", name)), name
 
 
 def test_a_missing_module_is_recognised_from_the_server_or_the_cluster_client():
