@@ -37,6 +37,13 @@ BENCH_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
 VENV ?= $(CURDIR)/.venv
 PYTHON := $(VENV)/bin/python
 export VENV PYTHON
+# The profile the tests build with (Cargo.toml's [profile.itest]: release's
+# optimisation without its link-time optimisation). The module under test
+# is always the release build (make build).
+TEST_PROFILE ?= itest
+# How many test programs of the integration suite run at once
+# (scripts/run-suite.sh); each runs its tests on two threads.
+SUITE_JOBS_AT_ONCE ?= 2
 # The classic builder: this project's machines have no buildx.
 DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build
 
@@ -117,12 +124,13 @@ ci: ## What CI runs (.ci/run): install, fmt and clippy, make test (limits' suite
 	.ci/run
 
 test: deps build fault-module python-client ## Unit tests, the integration suite (examples included), the Python client's tests and limits' own suite on the slidewin storage, on Redis 7.0 and 8.2, Valkey 8.1 and 9.1
-	cargo test --release
+	cargo test --profile $(TEST_PROFILE) --lib
+	scripts/run-suite.sh $(TEST_PROFILE) $(SUITE_JOBS_AT_ONCE)
 	$(MAKE) test-python
 	$(MAKE) test-limits
 
 unit: ## Unit and property tests only (no server needed)
-	cargo test --release --lib
+	cargo test --profile $(TEST_PROFILE) --lib
 
 # make itest T=<suite>[::<server>[::<test>]]: one test file of tests/ (the
 # suite), and of it the tests whose name holds the rest (cargo's filter).
@@ -134,14 +142,14 @@ itest: build ## One integration test by name: T=check::redis_7_0::window_slides 
 	@t='$(T)'; suite=$${t%%::*}; filter=$${t#"$$suite"}; filter=$${filter#::}; \
 	[ -f "tests/$$suite.rs" ] || { echo "itest: no suite tests/$$suite.rs" >&2; exit 2; }; \
 	case $$suite in panics) $(MAKE) --no-print-directory fault-module ;; cluster | examples) $(MAKE) --no-print-directory python-client ;; esac || exit 1; \
-	echo "cargo test --release --test $$suite -- $$filter $(TEST_ARGS)"; \
-	cargo test --release --test "$$suite" -- $$filter $(TEST_ARGS)
+	echo "cargo test --profile $(TEST_PROFILE) --test $$suite -- $$filter $(TEST_ARGS)"; \
+	cargo test --profile $(TEST_PROFILE) --test "$$suite" -- $$filter $(TEST_ARGS)
 
 # The server make quick runs the integration suites on.
 QUICK_SERVER ?= redis-7.0
 quick: build fault-module python-client ## Unit tests, then every integration suite on one server (QUICK_SERVER=redis-7.0; redis-8.2, valkey-8.1, valkey-9.1)
-	cargo test --release --lib
-	cargo test --release --test '*' -- $$(echo $(QUICK_SERVER) | tr '.-' '__')::
+	cargo test --profile $(TEST_PROFILE) --lib
+	cargo test --profile $(TEST_PROFILE) --test '*' -- $$(echo $(QUICK_SERVER) | tr '.-' '__')::
 
 test-python: build python-client ## The Python client's tests (pytest) against the four servers
 	cd / && $(PYTHON) -m pytest -q -p no:cacheprovider $(CURDIR)/clients/python/tests
@@ -168,8 +176,8 @@ test-docker: deps dist ## For each of DOCKER_SERVERS: a stand-in image (no regis
 			--build-arg RUST_IMAGE=slidewin-standin:$$s --build-arg PREBUILT=1 -t slidewin:test-$$s . >/dev/null; \
 		scripts/docker-smoke.sh slidewin:test-$$s docker/prebuilt/libslidewin.so; \
 		SLIDEWIN_TEST_BACKEND=docker SLIDEWIN_DOCKER_IMAGE=slidewin:test-$$s SLIDEWIN_DOCKER_SERVER=$$s \
-			cargo test --release --test check --test surface --test faults --test history \
-			--test multi --test fuzz --test parity --test examples --test top -- $$mod::; \
+			scripts/run-suite.sh $(TEST_PROFILE) $(SUITE_JOBS_AT_ONCE) check surface faults history \
+			multi fuzz parity examples top -- $$mod::; \
 	done
 
 test-fresh: ## make build and make run on a fresh Debian 12 container (root, Docker; 5-15 minutes): no test tool may be installed (scripts/fresh-machine.sh)
@@ -186,7 +194,7 @@ PARTITION_RUNS ?= 20
 .PHONY: test-partitions
 test-partitions: deps build ## Partitions on real (namespaced) hosts: lost decisions and over-admission per configuration, PARTITION_RUNS (20) runs on each of PARTITION_SERVERS (root)
 	SLIDEWIN_PARTITION_RUNS=$(PARTITION_RUNS) SLIDEWIN_PARTITION_SERVERS="$(PARTITION_SERVERS)" \
-		cargo test --release --test partitions -- --ignored --nocapture full
+		cargo test --profile $(TEST_PROFILE) --test partitions -- --ignored --nocapture full
 
 # The servers' own test suites (make test-server): whose suites, in which
 # modes (none: without the module; zset; compact: log-type compact).
@@ -199,7 +207,7 @@ test-server: build ## The servers' own replication tests (Debian's sources: Redi
 	done; exit $$status
 
 fuzz: ## The compact log's decoder (random and mutated encodings) and the effect command's parser, a million inputs each (make test runs 400 of each), then make fuzz-cov
-	SLIDEWIN_FUZZ_CASES=1000000 cargo test --release --lib -- compact::tests::hostile compact::tests::mutated compact::tests::effects
+	SLIDEWIN_FUZZ_CASES=1000000 cargo test --profile $(TEST_PROFILE) --lib -- compact::tests::hostile compact::tests::mutated compact::tests::effects
 	$(MAKE) fuzz-cov
 
 # Seconds each coverage-guided fuzz target runs in make fuzz-cov.
