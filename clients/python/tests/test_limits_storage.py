@@ -210,7 +210,7 @@ def test_a_million_per_window_on_each_log_type(store_server):
     members, 1.1-1.5 s of server time on this machine, more under load,
     and may outlast the window. Here, with a window long
     enough for either, both logs decide it exactly; the compact log holds
-    the hit as one run and takes a fraction of the time."""
+    the hit as one run."""
     s = store_server
     c = s.client()
     c.config_set("slidewin.max-limit", 1_000_000)
@@ -222,9 +222,12 @@ def test_a_million_per_window_on_each_log_type(store_server):
     assert mw.get_window_stats(item).remaining == 0
     key = f"LIMITS:slidewin:{item.key_for()}"
     assert c.execute_command("SLIDEWIN.PEEK", key, 1_000_000, 30_000)[2] == 0
-    usec = c.info("commandstats")["cmdstat_slidewin.check"]["usec"]
     if s.log_type == "compact":
-        assert usec < 250_000, f"three CHECKs of a million entries on the compact log: {usec} us"
+        # The million entries are two runs (a time, a first member, a
+        # count each), not a million records: the key stays small. (Its
+        # time is the benchmark's business, bench/limits_bench.py.)
+        size = c.memory_usage(key, samples=0)
+        assert size < 1024, f"a million entries in two runs on the compact log: {size} B"
     mw.clear(item)
     assert not c.exists(key)
 
