@@ -126,8 +126,7 @@ ci: ## What CI runs (.ci/run): install, fmt and clippy, make test (limits' suite
 test: deps build fault-module python-client ## Unit tests, the integration suite (examples included), the Python client's tests and limits' own suite on the slidewin storage, on Redis 7.0 and 8.2, Valkey 8.1 and 9.1
 	cargo test --profile $(TEST_PROFILE) --lib
 	scripts/run-suite.sh $(TEST_PROFILE) $(SUITE_JOBS_AT_ONCE)
-	$(MAKE) test-python
-	$(MAKE) test-limits
+	$(MAKE) --output-sync=target -j2 test-python test-limits
 
 unit: ## Unit and property tests only (no server needed)
 	cargo test --profile $(TEST_PROFILE) --lib
