@@ -1,4 +1,5 @@
-//! Executable documentation: every `console` transcript of README.md (and of
+//! Executable documentation: every `console` transcript of README.md (of
+//! clients/python/README.md, and of
 //! every page under docs/) is run in document order, one fresh server with
 //! the module per page, and its replies compared with what the page shows.
 //!
@@ -353,10 +354,13 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// README.md, then every page of docs/ (the reference, the guides), each on
-/// its own fresh server.
+/// README.md, the Python client's README, then every page of docs/ (the
+/// reference, the guides), each on its own fresh server.
 fn pages(flavor: Flavor) {
-    let mut pages = vec![root().join("README.md")];
+    let mut pages = vec![
+        root().join("README.md"),
+        root().join("clients/python/README.md"),
+    ];
     if let Ok(entries) = std::fs::read_dir(root().join("docs")) {
         let mut more: Vec<PathBuf> = entries
             .filter_map(Result::ok)
