@@ -257,6 +257,8 @@ def imports(crate):
         for m in path_re.finditer(text):
             if any(a <= m.start() < b for a, b in used_spans):
                 continue
+            if re.search(r"pub\(\s*in\s+$", text[max(0, m.start() - 16) : m.start()]):
+                continue  # `pub(in crate::a::b)`: a visibility, not an import
             where = crate.module_at(file, m.start())
             segs = m.group(1).split("::")
             found.append((where, segs, m.start()))

@@ -13,8 +13,9 @@
 //! span    := varint(first member) varint(count - 1)
 //! ```
 
-use super::charge::{Record, Span, MAX_CHARGES, MAX_CHARGE_SPANS, MAX_REQUEST_ID};
-use super::run::{Bound, Run, MAX_SCORE};
+use super::bounds::{Bound, MAX_CHARGES, MAX_CHARGE_SPANS, MAX_REQUEST_ID, MAX_SCORE};
+use super::charge::{Record, Span};
+use super::run::Run;
 
 /// The version byte of a log without charge records (the small form's
 /// only version).
@@ -425,7 +426,7 @@ mod golden {
     /// log without charges is written as version 1.
     #[test]
     fn charges_encode_to_version_2() {
-        use super::super::CompactLog;
+        use super::super::log::CompactLog;
         let mut log = CompactLog::new();
         log.add_charge_units(b"ab", 1_000, 3).unwrap();
         log.add_charge_units(b"c", 1_005, 1).unwrap();

@@ -16,12 +16,13 @@ use std::os::raw::c_int;
 
 use redis_module::{raw, Context};
 
+use super::effect::{ApplyError, Effect};
+use super::log::{CompactLog, Held, Hold};
+use super::run::Run;
 use crate::ffi::key::Key;
 use crate::ffi::module_type::{ModuleType, TypeValue};
 use crate::ffi::{Arg, CallError, ModuleString, Propagate, Word, MAX_WORDS};
 use crate::relocate::Relocate;
-use crate::store::compact::effect::{ApplyError, Effect};
-use crate::store::compact::{CompactLog, Held, Hold, Run};
 use crate::window::{Charge, NoFreeMember, WindowLog};
 
 /// The compact log's data type; registered at load only in `compact` mode.

@@ -5,6 +5,7 @@
 
 use proptest::prelude::*;
 
+use super::bounds::*;
 use super::charge::*;
 use super::chunk::*;
 use super::chunked::*;
@@ -13,8 +14,6 @@ use super::log::*;
 use super::rice::*;
 use super::run::*;
 use super::small::*;
-use super::spare::*;
-use super::CompactLog;
 use crate::window::WindowLog;
 use crate::window::{self, KeyedRule, MemoryLog, Rule, Want};
 

@@ -1,5 +1,6 @@
 //! Building a log of chunks: from runs, from an encoding (untrusted bytes), and its encoding.
 
+use super::super::bounds::*;
 use super::super::charge::*;
 use super::super::chunk::*;
 use super::super::codec::*;

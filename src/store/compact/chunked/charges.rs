@@ -1,5 +1,6 @@
 //! The charges made with an ID on a log of chunks.
 
+use super::super::bounds::*;
 use super::super::charge::*;
 use super::super::run::*;
 use super::form::Chunked;

@@ -1,5 +1,6 @@
 //! The invariants every log of chunks holds, checked by the unit tests and the fuzz targets.
 
+use super::super::bounds::*;
 use super::super::run::*;
 use super::form::{chain_key, Chunked};
 

@@ -1,5 +1,6 @@
 //! Changing a log of chunks: adding runs (to the chain or the strays) and removing members.
 
+use super::super::bounds::*;
 use super::super::chunk::*;
 use super::super::run::*;
 use super::form::{chain_key, Chunked};
@@ -179,9 +180,7 @@ impl Chunked {
     /// Returns whether it extended the last run (no new run).
     pub(super) fn append_chain(&mut self, run: Run) -> bool {
         match self.chunks.last_mut() {
-            Some(c)
-                if c.last.score == run.score && c.last.last().checked_add(1) == Some(run.first) =>
-            {
+            Some(c) if c.last.is_continued_by(run.score, run.first) => {
                 c.last.count = c.last.count.saturating_add(run.count);
                 c.entries = c.entries.saturating_add(run.count);
                 c.max_id = c.last.last();
@@ -306,9 +305,10 @@ impl Chunked {
     pub(in crate::store::compact) fn can_insert(&self, run: &Run) -> Result<(), Bound> {
         // At the bound, only an entry extending the last run (no new run).
         let extends = self.appends(run)
-            && self.chunks.last().is_some_and(|c| {
-                c.last.score == run.score && c.last.last().checked_add(1) == Some(run.first)
-            });
+            && self
+                .chunks
+                .last()
+                .is_some_and(|c| c.last.is_continued_by(run.score, run.first));
         if self.runs >= MAX_RUNS && !extends {
             return Err(Bound::Runs);
         }
@@ -367,8 +367,7 @@ impl Chunked {
                 return Ok(());
             };
             let at = runs.partition_point(|r| chain_key(r) < key);
-            let joins =
-                |p: &Run| p.score == run.score && p.last().checked_add(1) == Some(run.first);
+            let joins = |p: &Run| p.is_continued_by(run.score, run.first);
             if at == 0 {
                 if let Some(prev) = ci.checked_sub(1).and_then(|p| self.chunks.get_mut(p)) {
                     if joins(&prev.last) {
@@ -394,9 +393,7 @@ impl Chunked {
             // Joins the stray it continues (the entries of one call).
             let si = self.strays.partition_point(|s| s.first < run.first);
             match si.checked_sub(1).and_then(|p| self.strays.get_mut(p)) {
-                Some(prev)
-                    if prev.score == run.score && prev.last().checked_add(1) == Some(run.first) =>
-                {
+                Some(prev) if prev.is_continued_by(run.score, run.first) => {
                     prev.count = prev.count.saturating_add(run.count);
                     self.runs = self.runs.saturating_sub(1);
                 }

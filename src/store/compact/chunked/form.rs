@@ -181,7 +181,7 @@ impl Chunked {
         let mut strays = strays.into_iter().peekable();
         let mut pending: Option<Run> = None;
         let mut emit = |r: Run| match pending.as_mut() {
-            Some(prev) if prev.score == r.score && prev.last().checked_add(1) == Some(r.first) => {
+            Some(prev) if prev.is_continued_by(r.score, r.first) => {
                 prev.count = prev.count.saturating_add(r.count);
             }
             _ => {

@@ -1,5 +1,6 @@
 //! The window decision's queries on a log of chunks.
 
+use super::super::bounds::*;
 use super::super::run::*;
 use super::form::Chunked;
 use crate::window::NoFreeMember;
