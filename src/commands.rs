@@ -110,7 +110,7 @@ fn reply(
 /// (SLIDEWIN.TOP DENIED lists it) but fires no event: the caller was
 /// allowed.
 fn observe(ctx: &Context, now_ms: i64, allowed: bool, shadow: bool, key: &Arg) {
-    hitters::record(now_ms, allowed, key.as_slice());
+    hitters::record(config::top_settings(), now_ms, allowed, key.as_slice());
     if !allowed && !shadow {
         crate::ffi::notify(
             ctx,
@@ -318,7 +318,14 @@ fn execute_top(argv: &[Arg]) -> RedisResult {
     } else {
         Outcome::Denied
     };
-    let list = hitters::top(now, outcome, request.count, request.reset).map_err(|_| {
+    let list = hitters::top(
+        config::top_settings(),
+        now,
+        outcome,
+        request.count,
+        request.reset,
+    )
+    .map_err(|_| {
         RedisError::Str("ERR the heavy-hitters summary is off: slidewin.top-capacity is 0")
     })?;
     Ok(RedisValue::Array(
