@@ -9,9 +9,10 @@ use std::os::raw::c_int;
 
 use redis_module::Context;
 
-use crate::command_info::{self, CommandDoc};
+use crate::command_info;
 use crate::commands;
 use crate::counters::Counter;
+use crate::ffi::set_command_info::CommandDoc;
 use crate::ffi::{self, command_fn, CallError, CommandFn};
 
 /// One command.
@@ -161,7 +162,7 @@ pub fn register(ctx: &Context, compact: bool) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::command_info::Keys;
+    use crate::ffi::set_command_info::Keys;
 
     #[test]
     fn every_command_is_declared_once_with_docs_and_keys() {
