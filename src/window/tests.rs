@@ -1,5 +1,10 @@
 //! Unit and property tests of `window.rs` (kept apart from the module code).
-use super::*;
+use super::check::*;
+use super::ids::*;
+use super::log::*;
+use super::mcheck::*;
+use super::memory::*;
+use crate::member;
 use proptest::prelude::*;
 
 /// A rule and what the call wants computed, as one test request.
