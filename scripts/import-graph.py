@@ -10,7 +10,7 @@ literals are left out. A module's test module (declared under
 `#[cfg(test)]`) counts as part of the module it tests: its `use super::*`
 is the module's own items.
 
-Two things are faults, and the script exits 1 when it finds either:
+Three things are faults, and the script exits 1 when it finds any:
 
 - a *circle*: for the children of any one module (the crate's top-level
   modules, the files of a folder), a cycle among them, counting an import
@@ -23,6 +23,12 @@ Two things are faults, and the script exits 1 when it finds either:
   `use crate::ffi::{self}` from inside ffi/). A child imports its siblings
   by their own paths (`super::run::Run`), never through its parent.
 
+A third: a *layer break*, an import by one of the crate's bottom modules
+(ONLY_IMPORTS below: the server bindings `ffi`, and the leaves) of a
+top-level module it may not import, such as `ffi` importing the command
+layer (`command_info`, `args`): no circle yet, but the bindings would sit
+above what they serve.
+
 Usage: scripts/import-graph.py [--src src] [--dot]   (prints the findings; --dot: the file graph as Graphviz)
 """
 
@@ -33,6 +39,14 @@ import sys
 from collections import defaultdict
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+
+# The crate's bottom modules and the only top-level modules each may import.
+ONLY_IMPORTS = {
+    "ffi": {"relocate"},
+    "relocate": set(),
+    "counters": set(),
+    "member": set(),
+}
 
 
 def strip_code(text):
@@ -329,6 +343,14 @@ def main():
             what = f"the item {rest[0]} of" if rest else "the module"
             upward.append(f"{rel}:{line}: {text} ({what} {display(dst)}, an ancestor of {display(src)})")
 
+    layer_breaks = []
+    for s_node, ds in sorted(edges.items()):
+        if not s_node or s_node[0] not in ONLY_IMPORTS:
+            continue
+        for d, ev in sorted(ds.items()):
+            if d and d[0] != s_node[0] and d[0] not in ONLY_IMPORTS[s_node[0]]:
+                layer_breaks.append(f"{ev} ({s_node[0]} may import only {sorted(ONLY_IMPORTS[s_node[0]]) or 'nothing of the crate'})")
+
     if args.dot:
         print("digraph src {")
         for s, ds in sorted(edges.items()):
@@ -369,7 +391,10 @@ def main():
     print(f"upward imports: {len(upward)}")
     for u in upward:
         print("  " + u)
-    return 1 if circles or upward else 0
+    print(f"layer breaks: {len(layer_breaks)}")
+    for b in layer_breaks:
+        print("  " + b)
+    return 1 if circles or upward or layer_breaks else 0
 
 
 if __name__ == "__main__":
