@@ -383,10 +383,12 @@ pub fn mcheck(ctx: &Context, argv: &[Arg]) -> RedisResult {
     counted(guarded(|| execute_multi(ctx, argv)))
 }
 
-/// `SLIDEWIN.UNDO key member [member ...]`
+/// `SLIDEWIN.UNDO key <member [member ...] | ID request-id>`
 ///
-/// Removes entries a check added (give an attempt back); replies how many
-/// were removed. Replicated as `ZREM` of the removed members.
+/// Removes entries a check added (give an attempt back): the members
+/// given, or the units of the charge made under `request-id`; replies how
+/// many were removed. Replicated as `ZREM` of the removed members (a
+/// compact log: as `SLIDEWIN.APPLY`).
 pub fn undo(ctx: &Context, argv: &[Arg]) -> RedisResult {
     counted(guarded(|| execute_undo(ctx, argv)))
 }
@@ -411,7 +413,7 @@ pub fn top(_ctx: &Context, argv: &[Arg]) -> RedisResult {
     counted(guarded(|| execute_top(argv)))
 }
 
-/// `SLIDEWIN.PEEK key limit window_ms [COST count]`
+/// `SLIDEWIN.PEEK key limit window_ms [COST count] [DETAIL] [WITHOLDEST]`
 ///
 /// Replies what `SLIDEWIN.CHECK ... DETAIL` would reply now, changing,
 /// creating and replicating nothing.
