@@ -42,7 +42,7 @@ pub mod fuzzing {
         };
     }
 
-    /// The decision over an abstract log (`window.rs`).
+    /// The decision over an abstract log (`window/`).
     pub mod window {
         pub use crate::window::{check, cutoff, peek, Rule, Verdict, Want, WindowLog};
     }

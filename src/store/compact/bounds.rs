@@ -26,7 +26,7 @@ pub const MAX_RUNS: u64 = 1 << 24;
 pub const MAX_RUNS: u64 = 1 << 14;
 
 /// The most runs a log may hold out of member order (the *strays*, see
-/// `chunked.rs`): the rest, the *chain*, has members increasing with the
+/// `chunked/mod.rs`): the rest, the *chain*, has members increasing with the
 /// score, so a member is found by a binary search; the strays are searched
 /// apart. A log CHECKs make has strays only after the server's clock stepped
 /// back (an entry scored before newer ones with a greater member): past

@@ -32,8 +32,8 @@
 //! outnumber the live records, so the table never holds more than about
 //! twice what its live charges need.
 //!
-//! The bounds below are checked by the decoder and refused by every change,
-//! as the log's own bounds are (`run.rs`).
+//! The bounds on charges (`bounds.rs`) are checked by the decoder and
+//! refused by every change, as the log's own bounds are.
 
 use std::cmp::Reverse;
 use std::collections::hash_map::RandomState;

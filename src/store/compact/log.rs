@@ -305,7 +305,7 @@ impl CompactLog {
         self.unheld(|h| h.add_charge_units(request, score_ms, n))
     }
 
-    /// The runs, and the runs out of member order (see `chunked.rs`).
+    /// The runs, and the runs out of member order (see `chunked/mod.rs`).
     pub fn shape(&self) -> (u64, usize) {
         let v = self.view();
         (v.runs, v.strays.len())

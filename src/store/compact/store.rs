@@ -266,7 +266,7 @@ impl<'c> CompactStore<'c> {
         if n == 0 {
             return Ok(None);
         }
-        // Scores are server times in ms, integers (see `run.rs`).
+        // Scores are server times in ms, integers (see `bounds.rs`).
         let score = score_ms as i64;
         let raised = self
             .log_mut()?
