@@ -113,11 +113,15 @@ help-check: ## Check that make help lists every target under a section
 fmt: ## Format the code
 	cargo fmt
 
-lint: help-check ## cargo fmt --check and clippy with warnings as errors (the fuzz targets too), make help-check
+lint: help-check imports ## cargo fmt --check and clippy with warnings as errors (the fuzz targets too), make help-check, make imports
 	cargo fmt --check
 	cargo fmt --check --manifest-path fuzz/Cargo.toml
 	cargo clippy --all-targets -- -D warnings
 	CARGO_TARGET_DIR=$(TARGET_DIR)/fuzz cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
+
+.PHONY: imports
+imports: ## The module graph of src/ (scripts/import-graph.py): fails on an import circle or an import of an ancestor module's items
+	python3 scripts/import-graph.py
 
 clean: ## Remove build output
 	cargo clean

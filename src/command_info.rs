@@ -1,26 +1,14 @@
 //! Command metadata for `COMMAND INFO` / `COMMAND DOCS`: arity, key specs,
-//! argument tree, summary and complexity, as plain data. `ffi::set_command_info`
-//! turns it into the server's structures for `RedisModule_SetCommandInfo`.
+//! argument tree, summary and complexity, as plain data (the types are
+//! `ffi::set_command_info`'s, which turns them into the server's structures
+//! for `RedisModule_SetCommandInfo`).
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
 
 use redis_module::raw;
 
-/// One argument of a command, as `COMMAND DOCS` shows it.
-pub struct ArgDoc {
-    pub name: &'static CStr,
-    pub kind: raw::RedisModuleCommandArgType,
-    /// Index into the command's key specs, for key arguments.
-    pub key_spec: Option<c_int>,
-    /// The keyword that introduces the argument (`COST`, `DETAIL`).
-    pub token: Option<&'static CStr>,
-    pub optional: bool,
-    /// May repeat (MCHECK's rules).
-    pub multiple: bool,
-    /// The parts of a block argument.
-    pub subargs: &'static [ArgDoc],
-}
+use crate::ffi::set_command_info::{ArgDoc, CommandDoc, Keys};
 
 const fn required(name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> ArgDoc {
     ArgDoc {
@@ -32,17 +20,6 @@ const fn required(name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> 
         multiple: false,
         subargs: &[],
     }
-}
-
-/// Where a command's keys are.
-pub enum Keys {
-    /// No key (SLIDEWIN.TOP).
-    None,
-    /// One key, at argv[1].
-    First,
-    /// A count of rules at argv[1], the first key at argv[2], then every
-    /// `step`-th argument (MCHECK: step 3), options after the last rule.
-    Counted { step: c_int },
 }
 
 const KEY: ArgDoc = ArgDoc {
@@ -110,19 +87,6 @@ const ID: ArgDoc = ArgDoc {
     )
 };
 
-/// Everything the server is told about one command.
-pub struct CommandDoc {
-    pub name: &'static CStr,
-    pub summary: &'static CStr,
-    pub complexity: &'static CStr,
-    pub since: &'static CStr,
-    pub arity: c_int,
-    /// Where the keys are, and their key spec flags (REDISMODULE_CMD_KEY_*).
-    pub keys: Keys,
-    pub key_flags: u32,
-    pub args: &'static [ArgDoc],
-}
-
 /// `SLIDEWIN.CHECK key limit window_ms [COST count] [ID request-id] [DETAIL] [WITHMEMBERS] [WITHOLDEST] [SHADOW]`.
 pub const CHECK: CommandDoc = CommandDoc {
     name: c"slidewin.check",
@@ -170,6 +134,7 @@ pub const MCHECK: CommandDoc = CommandDoc {
         | raw::REDISMODULE_CMD_KEY_ACCESS
         | raw::REDISMODULE_CMD_KEY_UPDATE,
     keys: Keys::Counted {
+        first: crate::args::MCHECK_FIRST_KEY as c_int,
         step: crate::args::MCHECK_RULE_ARGS as c_int,
     },
     args: &[

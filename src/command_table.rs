@@ -9,9 +9,10 @@ use std::os::raw::c_int;
 
 use redis_module::Context;
 
-use crate::command_info::{self, CommandDoc};
+use crate::command_info;
 use crate::commands;
 use crate::counters::Counter;
+use crate::ffi::set_command_info::CommandDoc;
 use crate::ffi::{self, command_fn, CallError, CommandFn};
 
 /// One command.
@@ -161,7 +162,7 @@ pub fn register(ctx: &Context, compact: bool) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::command_info::Keys;
+    use crate::ffi::set_command_info::{ArgDoc, Keys};
 
     #[test]
     fn every_command_is_declared_once_with_docs_and_keys() {
@@ -221,6 +222,105 @@ mod tests {
             assert!(
                 cats.ends_with(if fast { " fast" } else { " slow" }),
                 "{name}: {cats}"
+            );
+        }
+    }
+    /// A command's syntax as COMMAND DOCS gives it, from its arguments:
+    /// `[x]` optional, `x [x ...]` repeated, `[x]...` optional and repeated,
+    /// `a | b` one of (`<a | b>` when required), a block's parts in order.
+    fn syntax(args: &[ArgDoc]) -> String {
+        args.iter().map(arg_syntax).collect::<Vec<_>>().join(" ")
+    }
+
+    fn arg_syntax(a: &ArgDoc) -> String {
+        use redis_module::raw::{
+            RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK as BLOCK,
+            RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF as ONEOF,
+            RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN as PURE_TOKEN,
+        };
+        let name = a.name.to_string_lossy().into_owned();
+        let token = a.token.map(|t| t.to_string_lossy().into_owned());
+        let with_token = |v: String| match &token {
+            Some(t) => format!("{t} {v}"),
+            None => v,
+        };
+        let body = match a.kind {
+            PURE_TOKEN => token.clone().unwrap_or(name),
+            BLOCK => with_token(syntax(a.subargs)),
+            ONEOF => {
+                let alternatives: Vec<String> = a.subargs.iter().map(arg_syntax).collect();
+                let alternatives = alternatives.join(" | ");
+                if a.optional {
+                    alternatives
+                } else {
+                    format!("<{alternatives}>")
+                }
+            }
+            _ => with_token(name),
+        };
+        match (a.optional, a.multiple) {
+            (true, true) => format!("[{body}]..."),
+            (true, false) => format!("[{body}]"),
+            (false, true) => format!("{body} [{body} ...]"),
+            (false, false) => body,
+        }
+    }
+
+    /// The syntax lines of the handlers' doc comments in `commands.rs`
+    /// (the backquoted `SLIDEWIN.<NAME> ...` opening a `///` block, over
+    /// one or more lines), as (command name in lower case, syntax).
+    fn documented_syntax(source: &str) -> Vec<(String, String)> {
+        let mut found = Vec::new();
+        let mut lines = source.lines().map(str::trim_start).peekable();
+        while let Some(line) = lines.next() {
+            let Some(rest) = line.strip_prefix("/// `SLIDEWIN.") else {
+                continue;
+            };
+            let mut text = format!("SLIDEWIN.{rest}");
+            while text.matches('`').count() == 0 {
+                match lines.next_if(|l| l.starts_with("///")) {
+                    Some(more) => {
+                        text.push(' ');
+                        text.push_str(more.trim_start_matches("///").trim());
+                    }
+                    None => break,
+                }
+            }
+            let syntax = text.split('`').next().unwrap_or_default();
+            let syntax = syntax.split_whitespace().collect::<Vec<_>>().join(" ");
+            let name = syntax.split(' ').next().unwrap_or_default().to_lowercase();
+            found.push((name, syntax));
+        }
+        found
+    }
+
+    /// Each command's doc comment in `commands.rs` opens with its syntax,
+    /// which must be the one the command table gives COMMAND DOCS: a new
+    /// argument in the table without it in the comment (or the reverse)
+    /// fails here.
+    #[test]
+    fn the_handlers_doc_comments_give_the_table_s_syntax() {
+        let documented = documented_syntax(include_str!("commands.rs"));
+        for c in COMMANDS.iter().chain(&FAULT_COMMANDS) {
+            let name = c.doc.name.to_string_lossy();
+            let want = format!("{} {}", name.to_uppercase(), syntax(c.doc.args));
+            let got: Vec<&String> = documented
+                .iter()
+                .filter(|(n, _)| *n == name)
+                .map(|(_, s)| s)
+                .collect();
+            assert_eq!(got, [&want], "the doc comment of {name} in commands.rs");
+        }
+        for (name, _) in &documented {
+            let known = COMMANDS
+                .iter()
+                .chain(&FAULT_COMMANDS)
+                .any(|c| c.doc.name.to_string_lossy() == name.as_str());
+            // DEBUG-PANIC is in the table of the fault-injection build only.
+            let fault_only = name == "slidewin.debug-panic" && FAULT_COMMANDS.is_empty();
+            assert!(
+                known || fault_only,
+                "commands.rs documents {name}, which the table lacks"
             );
         }
     }

@@ -110,7 +110,7 @@ fn reply(
 /// (SLIDEWIN.TOP DENIED lists it) but fires no event: the caller was
 /// allowed.
 fn observe(ctx: &Context, now_ms: i64, allowed: bool, shadow: bool, key: &Arg) {
-    hitters::record(now_ms, allowed, key.as_slice());
+    hitters::record(config::top_settings(), now_ms, allowed, key.as_slice());
     if !allowed && !shadow {
         crate::ffi::notify(
             ctx,
@@ -318,7 +318,14 @@ fn execute_top(argv: &[Arg]) -> RedisResult {
     } else {
         Outcome::Denied
     };
-    let list = hitters::top(now, outcome, request.count, request.reset).map_err(|_| {
+    let list = hitters::top(
+        config::top_settings(),
+        now,
+        outcome,
+        request.count,
+        request.reset,
+    )
+    .map_err(|_| {
         RedisError::Str("ERR the heavy-hitters summary is off: slidewin.top-capacity is 0")
     })?;
     Ok(RedisValue::Array(
@@ -376,10 +383,12 @@ pub fn mcheck(ctx: &Context, argv: &[Arg]) -> RedisResult {
     counted(guarded(|| execute_multi(ctx, argv)))
 }
 
-/// `SLIDEWIN.UNDO key member [member ...]`
+/// `SLIDEWIN.UNDO key <member [member ...] | ID request-id>`
 ///
-/// Removes entries a check added (give an attempt back); replies how many
-/// were removed. Replicated as `ZREM` of the removed members.
+/// Removes entries a check added (give an attempt back): the members
+/// given, or the units of the charge made under `request-id`; replies how
+/// many were removed. Replicated as `ZREM` of the removed members (a
+/// compact log: as `SLIDEWIN.APPLY`).
 pub fn undo(ctx: &Context, argv: &[Arg]) -> RedisResult {
     counted(guarded(|| execute_undo(ctx, argv)))
 }
@@ -404,7 +413,7 @@ pub fn top(_ctx: &Context, argv: &[Arg]) -> RedisResult {
     counted(guarded(|| execute_top(argv)))
 }
 
-/// `SLIDEWIN.PEEK key limit window_ms [COST count]`
+/// `SLIDEWIN.PEEK key limit window_ms [COST count] [DETAIL] [WITHOLDEST]`
 ///
 /// Replies what `SLIDEWIN.CHECK ... DETAIL` would reply now, changing,
 /// creating and replicating nothing.

@@ -42,7 +42,7 @@ pub mod fuzzing {
         };
     }
 
-    /// The decision over an abstract log (`window.rs`).
+    /// The decision over an abstract log (`window/`).
     pub mod window {
         pub use crate::window::{check, cutoff, peek, Rule, Verdict, Want, WindowLog};
     }
@@ -164,39 +164,9 @@ fn has_command(ctx: &Context, command: &str) -> bool {
     }
 }
 
-/// The release, from Cargo.toml (`CARGO_PKG_VERSION`), as INFO takes it:
-/// `slidewin_version`.
-pub(crate) const VERSION_C: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
-    concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
-) {
-    Ok(v) => v,
-    Err(_) => panic!("the version holds a NUL"),
-};
-
-/// The same release as `MODULE LIST` shows it (`ver`), in the form modules
-/// use: major * 10000 + minor * 100 + patch (0.1.0 is 100, 1.2.3 is 10203).
-/// Each part must stay below 100: a larger one fails the build.
-pub(crate) const MODULE_VERSION: i32 = {
-    const fn part(s: &str) -> i32 {
-        let b = s.as_bytes();
-        assert!(!b.is_empty() && b.len() <= 2, "a version part must be 0-99");
-        let mut v = 0;
-        let mut i = 0;
-        while i < b.len() {
-            assert!(b[i].is_ascii_digit(), "a version part must be 0-99");
-            v = v * 10 + (b[i] - b'0') as i32;
-            i += 1;
-        }
-        v
-    }
-    part(env!("CARGO_PKG_VERSION_MAJOR")) * 10000
-        + part(env!("CARGO_PKG_VERSION_MINOR")) * 100
-        + part(env!("CARGO_PKG_VERSION_PATCH"))
-};
-
 redis_module! {
     name: "slidewin",
-    version: MODULE_VERSION,
+    version: stats::MODULE_VERSION,
     allocator: (ModuleAlloc, MODULE_ALLOC),
     data_types: [],
     init: init,

@@ -31,6 +31,36 @@ use crate::command_table::COMMANDS;
 use crate::counters::{self, Counter};
 use crate::ffi::InfoWriter;
 
+/// The release, from Cargo.toml (`CARGO_PKG_VERSION`), as INFO takes it:
+/// `slidewin_version`.
+const VERSION_C: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
+) {
+    Ok(v) => v,
+    Err(_) => panic!("the version holds a NUL"),
+};
+
+/// The same release as `MODULE LIST` shows it (`ver`), in the form modules
+/// use: major * 10000 + minor * 100 + patch (0.1.0 is 100, 1.2.3 is 10203).
+/// Each part must stay below 100: a larger one fails the build.
+pub(crate) const MODULE_VERSION: i32 = {
+    const fn part(s: &str) -> i32 {
+        let b = s.as_bytes();
+        assert!(!b.is_empty() && b.len() <= 2, "a version part must be 0-99");
+        let mut v = 0;
+        let mut i = 0;
+        while i < b.len() {
+            assert!(b[i].is_ascii_digit(), "a version part must be 0-99");
+            v = v * 10 + (b[i] - b'0') as i32;
+            i += 1;
+        }
+        v
+    }
+    part(env!("CARGO_PKG_VERSION_MAJOR")) * 10000
+        + part(env!("CARGO_PKG_VERSION_MINOR")) * 100
+        + part(env!("CARGO_PKG_VERSION_PATCH"))
+};
+
 /// The counters the command table declares, each once, in table order.
 pub fn declared() -> Vec<Counter> {
     let mut out: Vec<Counter> = Vec::new();
@@ -106,7 +136,7 @@ fn write_info(info: &mut InfoWriter) {
         info.field(name, value);
     }
     info.section(c"config");
-    info.text_field(c"version", crate::VERSION_C);
+    info.text_field(c"version", VERSION_C);
     info.text_field(
         c"log_type",
         match crate::config::log_type() {
@@ -121,7 +151,8 @@ fn write_info(info: &mut InfoWriter) {
             crate::ffi::module_type::defrag_moved(),
         );
     }
-    let (capacity, period_ms, keys, bytes) = crate::top::hitters::info();
+    let (capacity, period_ms, keys, bytes) =
+        crate::top::hitters::info(crate::config::top_settings());
     info.section(c"top");
     info.field(c"top_capacity", capacity);
     info.field(c"top_period_ms", period_ms);

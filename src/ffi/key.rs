@@ -17,8 +17,9 @@ use std::ptr::NonNull;
 
 use redis_module::{raw, Context};
 
-use crate::ffi::module_type::{ModuleType, TypeValue};
-use crate::ffi::{api, status as ok_status, CallError, ModuleString, RawString};
+use super::base::{api, status as ok_status, CallError};
+use super::module_type::{ModuleType, TypeValue};
+use super::string::{ModuleString, RawString};
 
 /// What a key holds, as far as slidewin cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

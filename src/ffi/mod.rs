@@ -11,7 +11,7 @@
 use std::ffi::CStr;
 use std::os::raw::c_int;
 
-use redis_module::{raw, Context, RedisString};
+use redis_module::{raw, Context};
 
 pub mod base;
 pub mod key;
@@ -21,22 +21,10 @@ pub mod set_command_info;
 pub mod string;
 
 pub use replicate::{replicate_verbatim, replicate_words, Propagate, Word, MAX_WORDS};
-pub use string::ModuleString;
+pub use string::{ModuleString, RawString};
 
 pub(crate) use base::api;
-pub use base::{status, CallError};
-
-/// A live server string: one of the command's arguments, or one this code
-/// created ([`ModuleString`]).
-pub trait RawString {
-    fn raw(&self) -> *mut raw::RedisModuleString;
-}
-
-impl RawString for RedisString {
-    fn raw(&self) -> *mut raw::RedisModuleString {
-        self.inner
-    }
-}
+pub use base::{get_command, log, status, CallError};
 
 /// One argument of the command being run: the server's own string,
 /// borrowed for the call. Unlike `redis_module::RedisString`, it is
@@ -85,12 +73,6 @@ pub unsafe fn command_args<'a>(argv: *mut *mut raw::RedisModuleString, argc: c_i
     // SAFETY: the caller guarantees `argc` pointers at `argv` alive for
     // `'a`; `Arg` is a transparent wrapper of one such pointer.
     unsafe { std::slice::from_raw_parts(argv.cast::<Arg>(), n) }
-}
-
-impl RawString for ModuleString<'_> {
-    fn raw(&self) -> *mut raw::RedisModuleString {
-        self.as_ptr()
-    }
 }
 
 /// The server's cached command time in microseconds
@@ -347,42 +329,6 @@ pub fn set_acl_categories(
     let set_status = unsafe { set(command, categories.as_ptr()) };
     status(set_status, "setting ACL categories")?;
     Ok(true)
-}
-
-/// The handle of a command this module created.
-pub fn get_command(ctx: &Context, name: &CStr) -> Result<*mut raw::RedisModuleCommand, CallError> {
-    let get = api!(RedisModule_GetCommand)?;
-    // SAFETY: the load-time context and a NUL-terminated command name.
-    let command = unsafe { get(ctx.ctx, name.as_ptr()) };
-    if command.is_null() {
-        Err(CallError::Failed("looking up the command"))
-    } else {
-        Ok(command)
-    }
-}
-
-/// Writes `message` to the server log at `level` (`c"warning"`,
-/// `c"notice"`...), on behalf of the module when `ctx` is given. The text is
-/// passed as an argument of a `"%s"` format, never as the format itself (a
-/// `%` in a load argument or a panic message must not be read as a
-/// conversion); NUL bytes, which C strings cannot hold, become `\0`.
-pub fn log(ctx: Option<&Context>, level: &CStr, message: &str) {
-    let Ok(log) = api!(RedisModule_Log) else {
-        return;
-    };
-    let text = match std::ffi::CString::new(message) {
-        Ok(text) => text,
-        Err(_) => match std::ffi::CString::new(message.replace('\0', "\\0")) {
-            Ok(text) => text,
-            Err(_) => return,
-        },
-    };
-    let ctx = ctx.map_or(std::ptr::null_mut(), |c| c.ctx);
-    // SAFETY: `ctx` is null (allowed: the server logs without a module
-    // name) or the live context of the current call; `level`, the format
-    // and `text` are NUL-terminated strings alive for the call, and the
-    // format consumes exactly the one `char *` argument given.
-    unsafe { log(ctx, level.as_ptr(), c"%s".as_ptr(), text.as_ptr()) };
 }
 
 /// Sends every panic's message and location to the server log, then to

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use redis_module::{raw, Context};
 
-use super::base::{api, CallError};
+use super::base::{api, log, CallError};
 use crate::relocate::Relocate;
 
 /// A value the server can hold under a module data type.
@@ -129,7 +129,7 @@ unsafe fn value_ref<'a, T>(value: *mut c_void) -> Option<&'a T> {
 }
 
 fn warn(message: &str) {
-    super::log(None, c"warning", message);
+    log(None, c"warning", message);
 }
 
 extern "C" fn rdb_load<T: TypeValue>(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {

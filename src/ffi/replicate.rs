@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use redis_module::{raw, Context};
 
 use super::base::{api, status, CallError};
-use super::{ModuleString, RawString};
+use super::string::{ModuleString, RawString};
 
 /// One command to propagate to replicas and the AOF, built argument by
 /// argument, so no format string is ever matched to its arguments by hand:

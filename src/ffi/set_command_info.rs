@@ -1,4 +1,5 @@
-//! `RedisModule_SetCommandInfo`: the server's view of a [`CommandDoc`].
+//! `RedisModule_SetCommandInfo`: the server's view of a [`CommandDoc`], the
+//! plain data `command_info.rs` describes each command with.
 //! The server copies everything it is handed, so the raw structures built
 //! here only need to live for the call.
 
@@ -9,8 +10,47 @@ use std::ptr;
 
 use redis_module::{raw, Context};
 
-use crate::command_info::{ArgDoc, CommandDoc, Keys};
-use crate::ffi::base::{api, CallError};
+use super::base::{api, get_command, status, CallError};
+
+/// One argument of a command, as `COMMAND DOCS` shows it.
+pub struct ArgDoc {
+    pub name: &'static CStr,
+    pub kind: raw::RedisModuleCommandArgType,
+    /// Index into the command's key specs, for key arguments.
+    pub key_spec: Option<c_int>,
+    /// The keyword that introduces the argument (`COST`, `DETAIL`).
+    pub token: Option<&'static CStr>,
+    pub optional: bool,
+    /// May repeat (MCHECK's rules).
+    pub multiple: bool,
+    /// The parts of a block argument.
+    pub subargs: &'static [ArgDoc],
+}
+
+/// Where a command's keys are.
+pub enum Keys {
+    /// No key (SLIDEWIN.TOP).
+    None,
+    /// One key, at argv[1].
+    First,
+    /// A count of rules at argv[1], the first key at argv[`first`], then
+    /// every `step`-th argument (MCHECK: 2 and 3), options after the last
+    /// rule.
+    Counted { first: c_int, step: c_int },
+}
+
+/// Everything the server is told about one command.
+pub struct CommandDoc {
+    pub name: &'static CStr,
+    pub summary: &'static CStr,
+    pub complexity: &'static CStr,
+    pub since: &'static CStr,
+    pub arity: c_int,
+    /// Where the keys are, and their key spec flags (REDISMODULE_CMD_KEY_*).
+    pub keys: Keys,
+    pub key_flags: u32,
+    pub args: &'static [ArgDoc],
+}
 
 fn zeroed_arg() -> raw::RedisModuleCommandArg {
     raw::RedisModuleCommandArg {
@@ -44,7 +84,7 @@ fn key_spec(keys: &Keys, flags: u32) -> raw::RedisModuleCommandKeySpec {
         // spec's count as a number of *arguments*, not of rules, so the spec
         // is a range marked INCOMPLETE (options follow the rules) and the
         // exact keys come from the command's getkeys-api answer.
-        Keys::Counted { step } => (
+        Keys::Counted { step, .. } => (
             raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
             raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
                 range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
@@ -58,10 +98,7 @@ fn key_spec(keys: &Keys, flags: u32) -> raw::RedisModuleCommandKeySpec {
     let (pos, flags) = match keys {
         Keys::None => (0, flags),
         Keys::First => (1, flags),
-        Keys::Counted { .. } => (
-            crate::args::MCHECK_FIRST_KEY as c_int,
-            flags | raw::REDISMODULE_CMD_KEY_INCOMPLETE,
-        ),
+        Keys::Counted { first, .. } => (*first, flags | raw::REDISMODULE_CMD_KEY_INCOMPLETE),
     };
     raw::RedisModuleCommandKeySpec {
         notes: ptr::null(),
@@ -123,7 +160,7 @@ fn raw_args(
 /// Gives the server the metadata of an already created command.
 pub fn set_command_info(ctx: &Context, doc: &CommandDoc) -> Result<(), CallError> {
     let set_info = api!(RedisModule_SetCommandInfo)?;
-    let command = super::get_command(ctx, doc.name)?;
+    let command = get_command(ctx, doc.name)?;
     let version = raw::RedisModuleCommandInfoVersion {
         version: 1,
         sizeof_historyentry: size_of::<raw::RedisModuleCommandHistoryEntry>(),
@@ -151,6 +188,6 @@ pub fn set_command_info(ctx: &Context, doc: &CommandDoc) -> Result<(), CallError
     // SAFETY: every pointer in `info` refers to data alive until this call
     // returns (the server copies what it keeps), both arrays are terminated
     // by a zeroed element, and `command` came from GetCommand above.
-    let status = unsafe { set_info(command, ptr::addr_of_mut!(info)) };
-    super::status(status, "setting the command info")
+    let set_status = unsafe { set_info(command, ptr::addr_of_mut!(info)) };
+    status(set_status, "setting the command info")
 }

@@ -4,9 +4,9 @@
 
 use std::ptr::NonNull;
 
-use redis_module::{raw, Context};
+use redis_module::{raw, Context, RedisString};
 
-use crate::ffi::base::{api, status as ok_status, CallError};
+use super::base::{api, status as ok_status, CallError};
 
 /// A module string this code created and must free.
 pub struct ModuleString<'c> {
@@ -68,5 +68,23 @@ impl Drop for ModuleString<'_> {
             // it was created or handed to us by the iterator; it is freed once.
             unsafe { free(self.ctx.ctx, self.ptr.as_ptr()) }
         }
+    }
+}
+
+/// A live server string: one of the command's arguments, or one this code
+/// created ([`ModuleString`]).
+pub trait RawString {
+    fn raw(&self) -> *mut raw::RedisModuleString;
+}
+
+impl RawString for RedisString {
+    fn raw(&self) -> *mut raw::RedisModuleString {
+        self.inner
+    }
+}
+
+impl RawString for ModuleString<'_> {
+    fn raw(&self) -> *mut raw::RedisModuleString {
+        self.as_ptr()
     }
 }

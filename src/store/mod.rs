@@ -1,5 +1,5 @@
 //! The stores: each encoding of a log is a `WindowLog` the pure decision
-//! (`window.rs`) runs on, and `key_log` picks the one a key holds.
+//! (`window/`) runs on, and `key_log` picks the one a key holds.
 //!
 //! - `zset_log` (a sorted-set key as the log, through the key handle
 //!   `ffi::key`; its effects replicate as native commands): the default,

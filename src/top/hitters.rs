@@ -1,13 +1,13 @@
 //! The node's heavy-hitters summary ([`super::Top`]): fed by CHECK and
 //! MCHECK with every decision, answered by SLIDEWIN.TOP, reported by INFO.
 //! Node-local like INFO: never replicated or persisted, gone with a restart
-//! or a failover. It follows `slidewin.top-capacity` and
-//! `slidewin.top-period-ms`; a change of either starts it afresh.
+//! or a failover. It follows the settings its callers pass in
+//! (`slidewin.top-capacity` and `slidewin.top-period-ms`, read by them from
+//! the configuration); a change of either starts it afresh.
 
 use std::sync::{Mutex, MutexGuard};
 
 use super::summary::{Hitter, Outcome, Top};
-use crate::config;
 
 /// Commands run on the server's main thread, so the lock is never
 /// contended; it keeps the summary safe should that ever change.
@@ -27,15 +27,12 @@ fn node_with(capacity: i64, period_ms: i64) -> MutexGuard<'static, Option<Top>> 
     guard
 }
 
-/// The summary, built or rebuilt for the settings in force.
-fn node() -> MutexGuard<'static, Option<Top>> {
-    let (capacity, period_ms) = config::top_settings();
-    node_with(capacity, period_ms)
-}
+/// TOP's settings, `(slidewin.top-capacity, slidewin.top-period-ms)`, as
+/// the callers read them from the configuration.
+pub type Settings = (i64, i64);
 
-/// Counts one decision on `key`.
-pub fn record(now_ms: i64, allowed: bool, key: &[u8]) {
-    let (capacity, period_ms) = config::top_settings();
+/// Counts one decision on `key`, under the settings in force.
+pub fn record((capacity, period_ms): Settings, now_ms: i64, allowed: bool, key: &[u8]) {
     if capacity == 0 {
         return;
     }
@@ -55,8 +52,14 @@ pub struct Off;
 
 /// The `count` heaviest keys of `outcome`; with `reset`, clears the
 /// summary after reading it (a read-and-reset for periodic scraping).
-pub fn top(now_ms: i64, outcome: Outcome, count: usize, reset: bool) -> Result<Vec<Hitter>, Off> {
-    let mut guard = node();
+pub fn top(
+    (capacity, period_ms): Settings,
+    now_ms: i64,
+    outcome: Outcome,
+    count: usize,
+    reset: bool,
+) -> Result<Vec<Hitter>, Off> {
+    let mut guard = node_with(capacity, period_ms);
     let Some(top) = guard.as_mut().filter(|t| t.enabled()) else {
         return Err(Off);
     };
@@ -68,8 +71,8 @@ pub fn top(now_ms: i64, outcome: Outcome, count: usize, reset: bool) -> Result<V
 }
 
 /// (capacity, period_ms, keys tracked, bytes held) for INFO.
-pub fn info() -> (u64, u64, u64, u64) {
-    let guard = node();
+pub fn info((capacity, period_ms): Settings) -> (u64, u64, u64, u64) {
+    let guard = node_with(capacity, period_ms);
     let as_u64 = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
     match guard.as_ref() {
         Some(t) => (

@@ -32,8 +32,8 @@
 //! outnumber the live records, so the table never holds more than about
 //! twice what its live charges need.
 //!
-//! The bounds below are checked by the decoder and refused by every change,
-//! as the log's own bounds are (`run.rs`).
+//! The bounds on charges (`bounds.rs`) are checked by the decoder and
+//! refused by every change, as the log's own bounds are.
 
 use std::cmp::Reverse;
 use std::collections::hash_map::RandomState;
@@ -41,27 +41,7 @@ use std::collections::BinaryHeap;
 use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
-use super::run::Bound;
-
-/// The longest request id (bytes); the shortest is one byte.
-pub const MAX_REQUEST_ID: usize = 128;
-
-/// The most charge records a log may hold: the loader's bound (a key made
-/// under a larger `slidewin.max-charges-per-key` still loads), far above
-/// that setting's largest value.
-#[cfg(not(any(test, feature = "fuzzing")))]
-pub const MAX_CHARGES: usize = 1 << 24;
-/// In the unit tests and the fuzz targets: within reach.
-#[cfg(any(test, feature = "fuzzing"))]
-pub const MAX_CHARGES: usize = 64;
-
-/// The most spans one charge may hold: its first, and one more for each
-/// SETTLE that raised it while later entries had taken the ids after it.
-#[cfg(not(any(test, feature = "fuzzing")))]
-pub const MAX_CHARGE_SPANS: usize = 64;
-/// In the unit tests and the fuzz targets: within reach.
-#[cfg(any(test, feature = "fuzzing"))]
-pub const MAX_CHARGE_SPANS: usize = 4;
+use super::bounds::{Bound, MAX_CHARGES, MAX_CHARGE_SPANS, MAX_REQUEST_ID};
 
 /// `count` consecutive member ids from `first` (`count >= 1`, checked when
 /// made: `first + count - 1` is an id).

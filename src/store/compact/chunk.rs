@@ -61,7 +61,7 @@ pub(super) struct Chunk {
     pub(super) entries: u64,
     /// The smallest and largest member in the chunk, exact: the first
     /// run's first and the last run's last (a chunk holds a stretch of the
-    /// chain, whose members increase; see `chunked.rs`).
+    /// chain, whose members increase; see `chunked/mod.rs`).
     pub(super) min_id: i64,
     pub(super) max_id: i64,
 }

@@ -25,13 +25,14 @@
 //! in the log after the trim, a member to add must not be, and a bad
 //! argument names itself.
 
+use super::bounds::{
+    Bound, MAX_CHARGES, MAX_ENTRIES, MAX_REQUEST_ID, MAX_RUNS, MAX_SCORE, MAX_STRAYS,
+};
+use super::codec::DecodeError;
+use super::log::CompactLog;
+use super::run::Run;
 use crate::args::{parse_i64, printable};
 use crate::ffi::{CallError, Word};
-use crate::store::compact::codec::DecodeError;
-use crate::store::compact::{
-    Bound, CompactLog, Run, MAX_CHARGES, MAX_ENTRIES, MAX_REQUEST_ID, MAX_RUNS, MAX_SCORE,
-    MAX_STRAYS,
-};
 
 /// Why `SLIDEWIN.APPLY` refused an effect; `Display` gives the reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -635,10 +636,7 @@ impl Effect {
     /// request when it continues it).
     pub fn record_charge(&mut self, request: &[u8], score: i64, first: i64, count: u64) {
         if let Some((r, prev)) = self.ids_mut().charge.last_mut() {
-            if r.as_slice() == request
-                && prev.score == score
-                && prev.last().checked_add(1) == Some(first)
-            {
+            if r.as_slice() == request && prev.is_continued_by(score, first) {
                 prev.count = prev.count.saturating_add(count);
                 return;
             }
@@ -667,7 +665,7 @@ impl Effect {
     /// (joining the previous add when it continues it).
     pub fn record_add(&mut self, score: i64, first: i64) {
         if let Some(prev) = self.add.last_mut() {
-            if prev.score == score && prev.last().checked_add(1) == Some(first) {
+            if prev.is_continued_by(score, first) {
                 prev.count = prev.count.saturating_add(1);
                 return;
             }

@@ -1,23 +1,13 @@
 //! The compact log: a small log as its encoding, a larger one in chunks.
 
+use super::bounds::{Bound, MAX_SCORE};
 use super::chunked::Chunked;
 use super::codec::{DecodeError, VERSION};
-use super::run::{Bound, Run, MAX_SCORE};
-use super::small::{self, SmallForm};
+use super::run::Run;
+use super::small::{self, SmallForm, SMALL_RUNS};
 use super::spare::*;
 use crate::relocate::Relocate;
 use crate::window::{Charge, NoFreeMember, WindowLog};
-
-/// Logs of at most this many runs are held as their encoding alone, one
-/// small block (a `limit 5` key costs about what its sorted set costs);
-/// larger ones as chunks. A chunked log goes back to the small form when it
-/// falls to half of this.
-#[cfg(not(any(test, feature = "fuzzing")))]
-pub const SMALL_RUNS: usize = 32;
-/// In the unit tests and the fuzz targets, two: every property test and
-/// fuzz input moves between both forms.
-#[cfg(any(test, feature = "fuzzing"))]
-pub const SMALL_RUNS: usize = 2;
 
 #[derive(Debug, Clone)]
 pub(super) enum Repr {
@@ -315,7 +305,7 @@ impl CompactLog {
         self.unheld(|h| h.add_charge_units(request, score_ms, n))
     }
 
-    /// The runs, and the runs out of member order (see `chunked.rs`).
+    /// The runs, and the runs out of member order (see `chunked/mod.rs`).
     pub fn shape(&self) -> (u64, usize) {
         let v = self.view();
         (v.runs, v.strays.len())
@@ -547,7 +537,7 @@ impl Held<'_> {
     }
 
     /// Adds an entry under member `id` scored `now_ms`, or, when that
-    /// would put more than [`MAX_STRAYS`](super::MAX_STRAYS) runs out of
+    /// would put more than [`MAX_STRAYS`](super::bounds::MAX_STRAYS) runs out of
     /// member order, scored as the newest entry (later: the limiter stays
     /// exact or stricter). The score it was given, or `None` when the
     /// member is taken (or `now_ms` is no server time).

@@ -4,16 +4,20 @@
 //! effect command that replicates its changes.
 //!
 //! One file a layer, each importing only the ones above it:
-//! - `run.rs`: a run and the bounds every log holds;
+//! - `bounds.rs`: the bounds every log holds (runs, strays, entries,
+//!   scores, charges) and [`Bound`](bounds::Bound), why a change is refused;
+//! - `run.rs`: a run, and the rule that joins a run to the next;
 //! - `charge.rs`: the charge records (request id -> score and member ids of
-//!   a charge made with an ID) and their bounds;
+//!   a charge made with an ID);
 //! - `codec.rs`: the persisted encoding (version 1, and 2 with charge
 //!   records): the header, the byte records, the readers for untrusted
 //!   bytes; golden-bytes tests;
 //! - `rice.rs`: the Rice code a sealed chunk may use in memory;
 //! - `chunk.rs`: a chunk of up to [`CHUNK_RUNS`](chunk::CHUNK_RUNS) runs and its summaries;
-//! - `chunked.rs`: a log as a list of chunks, the decision's queries on it;
-//! - `small.rs`: a small log's common changes made on its encoding in place;
+//! - `chunked/`: a log as a list of chunks (the type, building and
+//!   encoding it, changes, charges, the decision's queries, the checks);
+//! - `small.rs`: a small log's common changes made on its encoding in place,
+//!   and the size of the small form ([`SMALL_RUNS`](small::SMALL_RUNS));
 //! - `spare.rs`: what a small log's round trip through chunks reuses;
 //! - `log.rs`: [`CompactLog`], the value a key holds (which form a log is
 //!   held in), and [`Hold`], what a command keeps while it holds one, with
@@ -39,6 +43,7 @@
 //! the bytes as hostile: every length, sum and order is checked, and a log
 //! it returns satisfies every invariant the queries rely on.
 
+mod bounds;
 mod charge;
 mod chunk;
 mod chunked;
@@ -52,12 +57,15 @@ mod spare;
 pub mod effect;
 pub mod store;
 
-pub use charge::{MAX_CHARGES, MAX_REQUEST_ID};
-pub use log::{CompactLog, Held, Hold};
-// The fuzz targets' oracle (the unit tests take it from `run.rs`).
+// The fuzz targets' view (lib.rs, `fuzzing`): the log, its bound and the
+// oracle. Within the crate, each file imports what it uses from the file
+// that defines it.
+#[cfg(feature = "fuzzing")]
+pub use bounds::MAX_ENTRIES;
+#[cfg(feature = "fuzzing")]
+pub use log::{CompactLog, Hold};
 #[cfg(feature = "fuzzing")]
 pub use run::canonical_by_sorting;
-pub use run::{Bound, Run, MAX_ENTRIES, MAX_RUNS, MAX_SCORE, MAX_STRAYS};
 
 #[cfg(test)]
 mod tests;

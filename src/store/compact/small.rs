@@ -17,12 +17,31 @@
 //! block of their own. The summary is the command's, never stored (see
 //! `log.rs`'s `Hold`).
 
+use super::bounds::MAX_SCORE;
 use super::codec::{
     put_run, put_varint, read_run, unzigzag, varint_len, zigzag, Reader, Sink, VERSION,
 };
-use super::log::SMALL_RUNS;
-use super::run::{Run, MAX_SCORE};
-use super::spare::rounded;
+use super::run::Run;
+
+/// Logs of at most this many runs are held as their encoding alone, one
+/// small block (a `limit 5` key costs about what its sorted set costs);
+/// larger ones as chunks. A chunked log goes back to the small form when it
+/// falls to half of this.
+#[cfg(not(any(test, feature = "fuzzing")))]
+pub const SMALL_RUNS: usize = 32;
+/// In the unit tests and the fuzz targets, two: every property test and
+/// fuzz input moves between both forms.
+#[cfg(any(test, feature = "fuzzing"))]
+pub const SMALL_RUNS: usize = 2;
+
+/// `len` rounded up to a multiple of 16: the capacity a small form is
+/// given, so that the next few records fit without a new block. The
+/// server's allocator (jemalloc) serves every size in 16-byte steps up to
+/// 128 bytes and coarser above, so the block is the one an exact request
+/// gets: the room costs no memory.
+pub(super) fn rounded(len: usize) -> usize {
+    len.saturating_add(15) & !15
+}
 
 /// The most bytes a small form holds in the value itself: what fits in the
 /// 24 bytes a value of a boxed slice and its length takes anyway.
@@ -412,7 +431,7 @@ pub(super) fn add(bytes: &mut SmallForm, s: &mut Summary, now_ms: i64, id: i64) 
     if now_ms < s.last.score || id <= s.max_id {
         return None;
     }
-    if s.last.score == now_ms && s.last.last().checked_add(1) == Some(id) {
+    if s.last.is_continued_by(now_ms, id) {
         let joined = Run {
             count: s.last.count.checked_add(1)?,
             ..s.last

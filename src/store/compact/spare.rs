@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 
 use super::chunked::Chunked;
-use super::small::{SmallForm, INLINE};
+use super::small::{rounded, SmallForm, INLINE};
 
 /// What a small log's round trip through the chunked form reuses, kept
 /// between commands on the thread that runs them: a chunked log with its
@@ -55,15 +55,6 @@ pub(super) fn keep_spare(mut c: Box<Chunked>) {
             s.chunked = Some(c);
         }
     });
-}
-
-/// `len` rounded up to a multiple of 16: the capacity a small form is
-/// given, so that the next few records fit without a new block. The
-/// server's allocator (jemalloc) serves every size in 16-byte steps up to
-/// 128 bytes and coarser above, so the block is the one an exact request
-/// gets: the room costs no memory.
-pub(super) fn rounded(len: usize) -> usize {
-    len.saturating_add(15) & !15
 }
 
 /// Runs `f` on the spare encoding buffer holding `c`'s encoding; `None`

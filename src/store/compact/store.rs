@@ -16,12 +16,13 @@ use std::os::raw::c_int;
 
 use redis_module::{raw, Context};
 
+use super::effect::{ApplyError, Effect};
+use super::log::{CompactLog, Held, Hold};
+use super::run::Run;
 use crate::ffi::key::Key;
 use crate::ffi::module_type::{ModuleType, TypeValue};
 use crate::ffi::{Arg, CallError, ModuleString, Propagate, Word, MAX_WORDS};
 use crate::relocate::Relocate;
-use crate::store::compact::effect::{ApplyError, Effect};
-use crate::store::compact::{CompactLog, Held, Hold, Run};
 use crate::window::{Charge, NoFreeMember, WindowLog};
 
 /// The compact log's data type; registered at load only in `compact` mode.
@@ -265,7 +266,7 @@ impl<'c> CompactStore<'c> {
         if n == 0 {
             return Ok(None);
         }
-        // Scores are server times in ms, integers (see `run.rs`).
+        // Scores are server times in ms, integers (see `bounds.rs`).
         let score = score_ms as i64;
         let raised = self
             .log_mut()?

@@ -1,0 +1,293 @@
+//! Chunks (every kind reads back and trims, the Rice code) and the small
+//! form (changed in place as the chunks are).
+
+use proptest::prelude::*;
+
+use super::super::bounds::*;
+use super::super::chunk::*;
+use super::super::chunked::*;
+use super::super::log::*;
+use super::super::rice::*;
+use super::super::run::*;
+use super::super::small::*;
+use super::support::*;
+use crate::window::WindowLog;
+use crate::window::{self, Rule, Want};
+
+/// Runs in score order with unique members: mostly single entries under
+/// the expected member, some of several entries, members out of sequence
+/// and gaps from 0 ms to near [`MAX_SCORE`].
+fn chunk_runs() -> impl Strategy<Value = Vec<Run>> {
+    let step = (
+        prop_oneof![6 => 0..600u64, 2 => 0..70_000u64, 1 => 0..(1u64 << 52) / 200],
+        prop_oneof![8 => Just(1u64), 1 => 2..10_000u64],
+        prop_oneof![8 => Just(0i64), 1 => 1..1_000_000i64, 1 => Just(i64::MAX / 4)],
+    );
+    proptest::collection::vec(step, 1..80).prop_map(|steps| {
+        let (mut score, mut next) = (0i64, 1i64);
+        let mut runs = Vec::new();
+        for (gap, count, jump) in steps {
+            score = score.saturating_add(gap as i64).min(MAX_SCORE);
+            let first = next.saturating_add(jump);
+            let Some(last) = first.checked_add(count as i64 - 1) else {
+                break;
+            };
+            if last == i64::MAX {
+                break;
+            }
+            runs.push(Run {
+                score,
+                first,
+                count,
+            });
+            next = last + 1;
+        }
+        if runs.is_empty() {
+            runs.push(Run {
+                score: 0,
+                first: 1,
+                count: 1,
+            });
+        }
+        runs
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// Every kind of chunk (the bytes and each Rice parameter) reads back
+    /// the runs it was given, trims as the runs say, and seals into the
+    /// kind `best_kind` picks, which holds the same runs in no more bytes
+    /// than the byte records and within a tenth (and two bytes) of the
+    /// smallest kind.
+    #[test]
+    fn every_chunk_kind_reads_back_and_trims(runs in chunk_runs(), cut in 0..100usize, pick in any::<u64>()) {
+        let last_score = runs.last().map(|r| r.score).unwrap_or(0);
+        let cutoff = runs.get(cut % runs.len()).map(|r| r.score).unwrap_or(0).min(last_score - 1);
+        let (best, best_len) = best_kind(&runs);
+        let mut smallest = usize::MAX;
+        for kind in std::iter::once(BYTES).chain(1..=MAX_RICE_K as u8 + 1) {
+            let c = Chunk::from_runs_as(&runs, kind).unwrap();
+            prop_assert_eq!(c.decode(), runs.clone(), "kind {}", kind);
+            let mut t = c.clone();
+            let removed = t.trim_front(cutoff);
+            let kept: Vec<Run> = runs.iter().copied().filter(|r| r.score > cutoff).collect();
+            let gone: u64 = runs.iter().filter(|r| r.score <= cutoff).map(|r| r.count).sum();
+            prop_assert_eq!(removed, gone, "kind {}", kind);
+            prop_assert_eq!(t.decode(), kept, "kind {}", kind);
+            smallest = smallest.min(c.bytes.len());
+            // An UNDO of a member of the last run, in place; then the
+            // chunk still appends.
+            let last = *runs.last().unwrap();
+            let id = last.first + (pick % last.count) as i64;
+            let mut u = c.clone();
+            prop_assert_eq!(u.remove_from_last(id), runs.len() > 1, "kind {}", kind);
+            if runs.len() > 1 {
+                let mut want = runs.clone();
+                want.pop();
+                if id > last.first {
+                    want.push(Run { count: (id - last.first) as u64, ..last });
+                }
+                if id < last.last() {
+                    want.push(Run { first: id + 1, count: (last.last() - id) as u64, ..last });
+                }
+                prop_assert_eq!(u.decode(), want.clone(), "kind {} undo {}", kind, id);
+                // The free bits of the last byte are zeros, as `BitWriter`
+                // needs (it ORs the next record in).
+                if u.kind != BYTES && u.pad > 0 {
+                    let free = u.bytes.last().map_or(0, |b| b >> (8 - u.pad));
+                    prop_assert_eq!(free, 0, "kind {} undo {}", kind, id);
+                }
+                prop_assert_eq!(u.entries, want.iter().map(|r| r.count).sum::<u64>());
+                prop_assert_eq!(u.runs as usize, want.len());
+                // The open run grows as `insert` grows it (an entry in the
+                // same millisecond), so its record differs from the bytes
+                // it was cut from; then two more runs are written.
+                let grown = u.last.count + 3;
+                u.last.count = grown;
+                u.entries += 3;
+                if let Some(w) = want.last_mut() {
+                    w.count = grown;
+                }
+                let tail = want.last().map(|r| r.last()).unwrap_or(0);
+                let score = last.score + 5;
+                for more in [Run { score, first: tail + 10, count: 1 }, Run { score: score + 1, first: tail + 11, count: 1 }] {
+                    u.push(more);
+                    want.push(more);
+                }
+                prop_assert_eq!(u.decode(), want, "kind {} undo {} then push", kind, id);
+            }
+            if kind == BYTES {
+                prop_assert!(best_len <= c.bytes.len(), "the bytes take {}, kind {} {}", c.bytes.len(), best, best_len);
+            }
+            let mut s = c.clone();
+            s.seal();
+            prop_assert_eq!(s.kind, best);
+            prop_assert_eq!(s.bytes.len(), best_len, "kind {}", best);
+            prop_assert_eq!(s.decode(), runs.clone());
+        }
+        prop_assert!(best_len <= smallest + smallest / 10 + 2, "kind {} takes {}, the smallest {}", best, best_len, smallest);
+    }
+}
+
+/// A sealed chunk of Poisson arrivals (1,024 runs, the production chunk) is
+/// written as a Rice code near the entropy: about 1.25 bytes a run at
+/// 10,000 an hour (a mean gap of 360 ms), against 1.7 for the bytes.
+#[test]
+fn a_sealed_chunk_of_poisson_arrivals_takes_a_rice_code() {
+    use rand::{Rng, SeedableRng};
+    for (per_hour, at_most) in [(10_000.0, 1.30), (1_000.0, 1.72)] {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mean_gap = 3_600_000.0 / per_hour;
+        let mut score = 1_796_000_000_000i64;
+        let runs: Vec<Run> = (1..=1024)
+            .map(|i| {
+                let u: f64 = rng.random_range(f64::MIN_POSITIVE..1.0);
+                score += 1 + (-u.ln() * mean_gap) as i64;
+                Run {
+                    score,
+                    first: i,
+                    count: 1,
+                }
+            })
+            .collect();
+        let c = Chunk::from_runs(&runs).unwrap();
+        let per_run = c.bytes.len() as f64 / 1023.0;
+        let bytes = Chunk::from_runs_as(&runs, BYTES).unwrap().bytes.len() as f64 / 1023.0;
+        eprintln!(
+            "{per_hour}/h: kind {} {per_run:.3} B/run (bytes {bytes:.3})",
+            c.kind
+        );
+        assert_ne!(c.kind, BYTES);
+        assert!(per_run <= at_most, "{per_run:.3} B/run at {per_hour}/h");
+        assert!(per_run < bytes);
+        assert_eq!(c.decode(), runs);
+    }
+}
+
+/// A change or question on a small log, for the in-place path against the
+/// chunks: the values are picked against the log as it is when the op runs.
+#[derive(Debug, Clone)]
+enum SmallOp {
+    /// Trim at the score of the run `pick` (mod runs) plus `delta`.
+    Trim(usize, i64),
+    /// Add at the newest score plus `dt`, member the greatest plus `did`.
+    Add(i64, i64),
+    Expire(i64),
+    Newest,
+    Count,
+}
+
+fn small_op() -> impl Strategy<Value = SmallOp> {
+    prop_oneof![
+        2 => (any::<usize>(), prop_oneof![Just(0i64), Just(-1), Just(1), Just(i64::MIN / 2), Just(i64::MAX / 2)])
+            .prop_map(|(p, d)| SmallOp::Trim(p, d)),
+        5 => (prop_oneof![4 => Just(0i64), 4 => 1..200i64, 1 => 16_000..17_000i64, 1 => -50..0i64],
+              prop_oneof![6 => Just(1i64), 1 => 2..4i64, 1 => -3..1i64])
+            .prop_map(|(dt, did)| SmallOp::Add(dt, did)),
+        2 => prop_oneof![0..100i64, 1_796_000_000_000..1_796_000_100_000i64, Just(-1i64), Just(i64::MAX), Just(i64::MIN)]
+            .prop_map(SmallOp::Expire),
+        1 => Just(SmallOp::Newest),
+        1 => Just(SmallOp::Count),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// The small form changed in place (`small.rs`) answers and ends as the
+    /// same log promoted to chunks does, byte for byte, and its block is
+    /// never larger than the chunked path would give it.
+    #[test]
+    fn the_small_form_changes_in_place_as_the_chunks_do(
+        runs in chunk_runs(),
+        keep in 0..14usize,
+        expiry in proptest::option::of(0..1_796_000_000_000i64),
+        ops in proptest::collection::vec(small_op(), 1..14),
+    ) {
+        let runs: Vec<Run> = runs.into_iter().take(keep).collect();
+        let start = CompactLog {
+            repr: Repr::Small(SmallForm::from_slice(&Chunked::from_runs(&runs, expiry).encode()).unwrap()),
+        };
+        let (mut fast, mut slow) = (start.clone(), start);
+        let (mut hf, mut hs) = (Hold::default(), Hold::default());
+        hf.on(&mut fast).expand();
+        prop_assert!(hf.small.is_some(), "a small form is held in place");
+        hs.on(&mut slow).expand();
+        hs.on(&mut slow).promote();
+        let mut changed = false;
+        for op in ops {
+            let now = slow.runs();
+            match op {
+                SmallOp::Trim(pick, delta) => {
+                    let base = if now.is_empty() { 0 } else { now[pick % now.len()].score };
+                    let cut = base.saturating_add(delta);
+                    let (a, b) = (hf.on(&mut fast).trim(cut).unwrap(), hs.on(&mut slow).trim(cut).unwrap());
+                    prop_assert_eq!(a, b);
+                    changed |= a > 0;
+                }
+                SmallOp::Add(dt, did) => {
+                    let newest = now.iter().map(|r| r.score).max().unwrap_or(1_000);
+                    let greatest = now.iter().map(|r| r.last()).max().unwrap_or(0);
+                    let (at, id) = (newest.saturating_add(dt).max(0), greatest.saturating_add(did));
+                    let (a, b) = (hf.on(&mut fast).add(at, id).unwrap(), hs.on(&mut slow).add(at, id).unwrap());
+                    prop_assert_eq!(a, b);
+                    changed |= a;
+                }
+                SmallOp::Expire(at) => {
+                    hf.on(&mut fast).expire_at(at).unwrap();
+                    hs.on(&mut slow).expire_at(at).unwrap();
+                    changed = true;
+                }
+                SmallOp::Newest => prop_assert_eq!(hf.on(&mut fast).newest_entry().unwrap(), hs.on(&mut slow).newest_entry().unwrap()),
+                SmallOp::Count => prop_assert_eq!(hf.on(&mut fast).count().unwrap(), hs.on(&mut slow).count().unwrap()),
+            }
+            prop_assert_eq!(hf.count(&fast), hs.count(&slow));
+        }
+        let in_place = hf.small.is_some();
+        hf.settle(&mut fast);
+        hs.settle(&mut slow);
+        prop_assert_eq!(fast.runs(), slow.runs());
+        prop_assert_eq!(fast.expire_at_ms(), slow.expire_at_ms());
+        prop_assert_eq!(fast.encode(), slow.encode());
+        if let (true, Repr::Small(a), Repr::Small(b)) = (in_place, &fast.repr, &slow.repr) {
+            prop_assert_eq!(a.bytes(), b.bytes());
+            // In place when the bytes fit there, as the chunked path leaves them.
+            prop_assert_eq!(a.block_len() == 0, a.len() <= INLINE);
+            prop_assert_eq!(b.block_len() == 0, b.len() <= INLINE);
+            if changed {
+                prop_assert!(a.block_len() <= rounded(a.len()).max(b.block_len()),
+                    "block {} for {} bytes (chunked path: {})", a.block_len(), a.len(), b.block_len());
+            }
+        }
+    }
+}
+
+/// The in-place path is the one a command on a small log takes: expanded,
+/// trimmed, added to and given an expiry, it never became chunks.
+#[test]
+fn a_check_on_a_small_log_stays_in_its_small_form() {
+    let mut log = CompactLog::new();
+    let mut hold = Hold::default();
+    let rule = Rule::new(5, 60_000);
+    for i in 0..4i64 {
+        hold.on(&mut log).expand();
+        let v = window::check(
+            &mut hold.on(&mut log),
+            1_796_000_000_000 + i * 30_000,
+            &rule,
+            Want::default(),
+        )
+        .unwrap();
+        assert!(v.allowed);
+        assert!(hold.small.is_some(), "call {i} left the small form");
+        hold.settle(&mut log);
+    }
+    // The first two entries have left the window of the fourth call.
+    assert_eq!(log.count_entries(), 2);
+    assert_eq!(
+        log.encode(),
+        Chunked::decode(&log.encode()).unwrap().encode()
+    );
+}
