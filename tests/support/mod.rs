@@ -15,7 +15,8 @@
 //! its deadline.
 #![allow(dead_code)]
 //!
-//! By subject: [`binaries`] (the server binaries and the module file),
+//! By subject: [`binaries`] (the server binaries and the module file), [`cluster`]
+//! (Redis Cluster, and one shared per server),
 //! [`options`] and [`server`] (starting and stopping one), [`docker`] (the
 //! container backend), [`probes`] (what a server supports), [`logs`] (the
 //! log type and the per-server test macro), [`replicas`], [`aof`],
@@ -25,6 +26,7 @@
 
 pub mod aof;
 pub mod binaries;
+pub mod cluster;
 pub mod commands;
 pub mod compact_decode;
 pub mod docker;
@@ -43,6 +45,8 @@ pub use redis::Connection;
 pub use aof::*;
 #[allow(unused_imports)]
 pub use binaries::*;
+#[allow(unused_imports)]
+pub use cluster::*;
 #[allow(unused_imports)]
 pub use commands::*;
 #[allow(unused_imports)]
