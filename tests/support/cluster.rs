@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use super::{module_path, Connection, Flavor};
+use super::{module_path, Connection, Flavor, LogType};
 
 /// A master: (port, node id, slot ranges).
 pub type Master = (u16, String, Vec<(u16, u16)>);
@@ -23,8 +23,8 @@ pub struct Cluster {
     dir: tempfile::TempDir,
     /// Whether the nodes load the module (else: the FUNCTION library path).
     module: bool,
-    /// The module's load arguments.
-    module_args: &'static str,
+    /// The log type the nodes make (`log-type`).
+    log: LogType,
 }
 
 fn script() -> PathBuf {
@@ -70,19 +70,14 @@ impl Cluster {
 
     /// A 3+3 cluster whose nodes make compact logs (`log-type compact`).
     pub fn start_compact(flavor: Flavor) -> Cluster {
-        Self::launch_with(flavor, 5000, true, "log-type compact")
+        Self::launch_with(flavor, 5000, true, LogType::Compact)
     }
 
     fn launch(flavor: Flavor, node_timeout_ms: u32, module: bool) -> Cluster {
-        Self::launch_with(flavor, node_timeout_ms, module, "")
+        Self::launch_with(flavor, node_timeout_ms, module, LogType::Zset)
     }
 
-    fn launch_with(
-        flavor: Flavor,
-        node_timeout_ms: u32,
-        module: bool,
-        module_args: &'static str,
-    ) -> Cluster {
+    fn launch_with(flavor: Flavor, node_timeout_ms: u32, module: bool, log: LogType) -> Cluster {
         let mut last = String::new();
         for _attempt in 0..5 {
             let dir = tempfile::Builder::new()
@@ -95,7 +90,7 @@ impl Cluster {
                 base,
                 dir,
                 module,
-                module_args,
+                log,
             };
             let out = cluster
                 .command("start")
@@ -138,7 +133,7 @@ impl Cluster {
                     PathBuf::from("none")
                 },
             )
-            .env("MODULE_ARGS", self.module_args);
+            .env("MODULE_ARGS", format!("log-type {}", self.log.name()));
     }
 
     /// Stops the cluster and removes its directory once this test process
@@ -160,7 +155,10 @@ impl Cluster {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         self.environment(&mut cmd);
-        cmd.spawn()
+        // Never waited for: it outlives this process by design (init reaps it).
+        #[allow(clippy::zombie_processes)]
+        let _watcher = cmd
+            .spawn()
             .expect("start the cluster's stop-after-exit watcher");
     }
 

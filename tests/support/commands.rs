@@ -62,6 +62,14 @@ pub fn zcard(c: &mut Connection, key: impl redis::ToRedisArgs) -> i64 {
     redis::cmd("ZCARD").arg(&name).query(c).expect("ZCARD")
 }
 
+/// `PEXPIRETIME key`: when the key expires, in ms (-1: never, -2: no key).
+pub fn pexpiretime(c: &mut Connection, key: impl redis::ToRedisArgs) -> i64 {
+    redis::cmd("PEXPIRETIME")
+        .arg(key)
+        .query(c)
+        .expect("PEXPIRETIME")
+}
+
 /// `EXISTS key` as a bool.
 pub fn exists(c: &mut Connection, key: impl redis::ToRedisArgs) -> bool {
     redis::cmd("EXISTS")
