@@ -16,16 +16,7 @@ use std::time::Duration;
 use support::*;
 
 on_every_server! {
-    a_replica_serves_its_old_sorted_set_logs_while_it_loads => zset_logs;
-    a_replica_serves_its_old_compact_logs_while_it_loads => compact_logs;
-}
-
-fn zset_logs(flavor: Flavor) {
-    async_load(flavor, "zset");
-}
-
-fn compact_logs(flavor: Flavor) {
-    async_load(flavor, "compact");
+    a_replica_serves_its_old_logs_while_it_loads => async_load(Zset, Compact);
 }
 
 /// Keys the master holds when the background load starts: with the delay
@@ -35,10 +26,6 @@ const KEYS: usize = 2000;
 /// that is aborted: about 4 s in all.
 const DELAY_US: &str = "2000";
 const WINDOW: i64 = 3_600_000;
-
-fn options(flavor: Flavor, log_type: &str) -> Options {
-    Options::new(flavor).module_args(&["log-type", log_type])
-}
 
 fn info_number(c: &mut Connection, section: &str, field: &str) -> u64 {
     info_field(c, section, field)
@@ -68,7 +55,7 @@ fn peek_allows(c: &mut Connection, key: &str, limit: i64) -> bool {
 /// logs one large log (10,000 runs, tens of kilobytes encoded) whose load
 /// spans many of the replica's event-processing points, so that commands
 /// run on the old data set while the loader is inside its read.
-fn fill(m: &mut Connection, log_type: &str, prefix: &str) {
+fn fill(m: &mut Connection, log_type: LogType, prefix: &str) {
     let mut pipe = redis::pipe();
     for i in 0..KEYS {
         for _ in 0..3 {
@@ -80,7 +67,7 @@ fn fill(m: &mut Connection, log_type: &str, prefix: &str) {
         }
     }
     let _: () = pipe.query(m).expect("CHECKs on the master");
-    if log_type == "compact" {
+    if log_type == LogType::Compact {
         let now = server_ms(m);
         for batch in 0..20i64 {
             let mut apply = redis::cmd("SLIDEWIN.APPLY");
@@ -104,8 +91,9 @@ fn fill(m: &mut Connection, log_type: &str, prefix: &str) {
     }
 }
 
-fn async_load(flavor: Flavor, log_type: &str) {
-    let master = options(flavor, log_type)
+fn async_load(flavor: Flavor, log_type: LogType) {
+    let master = Options::new(flavor)
+        .log_type(log_type)
         .arg("repl-diskless-sync", "yes")
         .arg("repl-diskless-sync-delay", "0")
         .start();
@@ -137,7 +125,8 @@ fn async_load(flavor: Flavor, log_type: &str) {
 
     let replica = replica_with(
         &master,
-        options(flavor, log_type)
+        Options::new(flavor)
+            .log_type(log_type)
             .arg("repl-diskless-load", "swapdb")
             .arg("replica-read-only", "no")
             // Serve clients every KB read while loading (the least allowed):
@@ -148,7 +137,7 @@ fn async_load(flavor: Flavor, log_type: &str) {
     fill(&mut m, log_type, "k");
     let first = assert_replica_matches(&master, &replica);
     drop(first);
-    if log_type == "compact" {
+    if log_type == LogType::Compact {
         let kind: String = redis::cmd("TYPE").arg("k:big").query(&mut r).unwrap();
         assert_eq!(kind, "slidewlog");
     }
@@ -265,7 +254,7 @@ fn async_load(flavor: Flavor, log_type: &str) {
         5,
         "the entry added as the link was cut"
     );
-    if log_type == "compact" {
+    if log_type == LogType::Compact {
         for k in ["k:big", "n:big", "k:7", "n:7"] {
             assert_eq!(digest_value(&mut m, k), digest_value(&mut r, k), "{k}");
         }

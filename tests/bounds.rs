@@ -33,10 +33,6 @@ fn heavy_conn(server: &Server) -> Connection {
     c
 }
 
-fn compact(flavor: Flavor) -> Options {
-    Options::new(flavor).module_args(&["log-type", "compact"])
-}
-
 fn varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);

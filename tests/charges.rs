@@ -17,10 +17,6 @@ on_every_server! {
     every_raise_of_an_older_charge_on_a_day_key_succeeds => day_key_raises;
 }
 
-fn compact(flavor: Flavor) -> Options {
-    Options::new(flavor).module_args(&["log-type", "compact"])
-}
-
 fn call(c: &mut Connection, command: &str, args: &[&str]) -> redis::RedisResult<Value> {
     slidewin(c, command, args)
 }

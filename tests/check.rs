@@ -11,22 +11,29 @@ use rand::{Rng, SeedableRng};
 use redis::Value;
 use support::*;
 
+// `(Zset, Compact)`: the semantic tests that read only replies, entries,
+// expiries and digests run again on compact logs (support's `entries` and
+// `zcard` read those from their DUMP payloads). The boundary and
+// future-entry tests have compact twins of their own that place entries
+// with `SLIDEWIN.APPLY`, which only a compact log takes.
 on_every_server! {
     sms_example => sms_example;
-    window_slides => window_slides(Zset);
-    witholdest_replies_the_oldest_entrys_age => oldest_age(Zset);
+    window_slides => window_slides(Zset, Compact);
+    witholdest_replies_the_oldest_entrys_age => oldest_age(Zset, Compact);
     boundary_entry_exactly_window_old_is_gone => boundary;
-    denied_calls_add_nothing_and_keep_the_ttl => denied_keeps_ttl(Zset);
-    expiry_is_newest_score_plus_window => expiry_follows_newest(Zset);
+    boundary_entry_exactly_window_old_is_gone => boundary_compact(Compact);
+    denied_calls_add_nothing_and_keep_the_ttl => denied_keeps_ttl(Zset, Compact);
+    expiry_is_newest_score_plus_window => expiry_follows_newest(Zset, Compact);
     entries_from_the_future_keep_the_key_alive => future_entries;
+    entries_from_the_future_keep_the_key_alive => future_entries_compact(Compact);
     any_sorted_set_named_is_taken_as_a_log => foreign_sorted_set;
-    bad_arguments_are_refused_and_change_nothing => bad_arguments(Zset);
-    wrong_arity_is_worded_by_the_server => wrong_arity(Zset);
-    wrongtype_on_other_types => wrongtype(Zset);
-    binary_keys => binary_keys(Zset);
+    bad_arguments_are_refused_and_change_nothing => bad_arguments(Zset, Compact);
+    wrong_arity_is_worded_by_the_server => wrong_arity(Zset, Compact);
+    wrongtype_on_other_types => wrongtype(Zset, Compact);
+    binary_keys => binary_keys(Zset, Compact);
     continues_keys_written_by_the_seed_lua_script => seed_script_keys;
-    multi_exec_admits_exactly_the_limit => multi_exec(Zset);
-    callable_from_lua => from_lua(Zset);
+    multi_exec_admits_exactly_the_limit => multi_exec(Zset, Compact);
+    callable_from_lua => from_lua(Zset, Compact);
     command_getkeys_and_info => command_metadata;
     replica_without_module_matches => replica_matches;
     aof_reload_and_restart_without_module => aof_and_restart;
@@ -41,47 +48,8 @@ fn start(flavor: Flavor, log: LogType) -> Server {
         .arg(&["GET", "slidewin.log-type"])
         .query(&mut server.conn())
         .expect("CONFIG GET slidewin.log-type");
-    let want = match log {
-        LogType::Zset => "zset",
-        LogType::Compact => "compact",
-    };
-    assert_eq!(reported, ["slidewin.log-type", want], "{log:?}");
+    assert_eq!(reported, ["slidewin.log-type", log.name()], "{log:?}");
     server
-}
-
-/// The semantic tests that read only replies, entries, expiries and
-/// digests, again on compact logs (support's `entries` and `zcard` read
-/// those from their DUMP payloads), and two that place entries with
-/// `SLIDEWIN.APPLY`, which only a compact log takes.
-mod on_compact_logs {
-    use super::support;
-    use super::{
-        bad_arguments, binary_keys, boundary_compact, denied_keeps_ttl, expiry_follows_newest,
-        from_lua, future_entries_compact, multi_exec, oldest_age, window_slides, wrong_arity,
-        wrongtype,
-    };
-
-    crate::on_every_server! {
-        window_slides => window_slides(Compact);
-        witholdest_replies_the_oldest_entrys_age => oldest_age(Compact);
-        denied_calls_add_nothing_and_keep_the_ttl => denied_keeps_ttl(Compact);
-        expiry_is_newest_score_plus_window => expiry_follows_newest(Compact);
-        bad_arguments_are_refused_and_change_nothing => bad_arguments(Compact);
-        wrong_arity_is_worded_by_the_server => wrong_arity(Compact);
-        wrongtype_on_other_types => wrongtype(Compact);
-        binary_keys => binary_keys(Compact);
-        multi_exec_admits_exactly_the_limit => multi_exec(Compact);
-        callable_from_lua => from_lua(Compact);
-        boundary_entry_exactly_window_old_is_gone => boundary_compact;
-        entries_from_the_future_keep_the_key_alive => future_entries_compact;
-    }
-}
-
-fn pexpiretime(c: &mut Connection, key: &[u8]) -> i64 {
-    redis::cmd("PEXPIRETIME")
-        .arg(key)
-        .query(c)
-        .expect("PEXPIRETIME")
 }
 
 fn sms_example(flavor: Flavor) {
@@ -804,8 +772,8 @@ fn rdb_restart(flavor: Flavor) {
 /// exactly `window_ms` (and a millisecond less) before the clock the
 /// module reads, which a probe CHECK on a sorted set (kept as one: it
 /// exists before the call) shows inside the same script.
-fn boundary_compact(flavor: Flavor) {
-    let server = Options::new(flavor).log_type(LogType::Compact).start();
+fn boundary_compact(flavor: Flavor, log: LogType) {
+    let server = Options::new(flavor).log_type(log).start();
     let mut c = server.conn();
     let script = r"
         redis.call('ZADD', KEYS[1], 0, 'seed')
@@ -865,8 +833,8 @@ fn boundary_compact(flavor: Flavor) {
 /// `future_entries` on a compact log: an entry scored after now (placed by
 /// `SLIDEWIN.APPLY`, as after a clock step back) counts and keeps the key
 /// alive until it has left the window.
-fn future_entries_compact(flavor: Flavor) {
-    let server = Options::new(flavor).log_type(LogType::Compact).start();
+fn future_entries_compact(flavor: Flavor, log: LogType) {
+    let server = Options::new(flavor).log_type(log).start();
     let mut c = server.conn();
     let key = b"future";
     let ahead = server_ms(&mut c) + 100_000;

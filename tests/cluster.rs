@@ -5,8 +5,6 @@
 mod support;
 
 use std::collections::HashMap;
-use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -29,232 +27,6 @@ on_every_server! {
     compact_logs_move_by_migrate_and_migrateslots => compact_migration;
 }
 
-/// A master: (port, node id, slot ranges).
-type Master = (u16, String, Vec<(u16, u16)>);
-
-/// A cluster started with scripts/cluster.sh in a temp dir; stopped on drop.
-struct Cluster {
-    flavor: Flavor,
-    base: u16,
-    dir: tempfile::TempDir,
-    /// Whether the nodes load the module (else: the FUNCTION library path).
-    module: bool,
-    /// The module's load arguments.
-    module_args: &'static str,
-}
-
-fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/cluster.sh")
-}
-
-/// The client that creates the cluster and follows redirects: Debian's
-/// `redis-cli` speaks to every server of the suite.
-fn cli() -> PathBuf {
-    PathBuf::from("redis-cli")
-}
-
-/// A base port whose six ports and six cluster-bus ports (+10000) are free,
-/// all below the kernel's ephemeral range (32768 and up), so no outgoing
-/// connection can take one of them between this check and the start.
-fn free_base() -> u16 {
-    let mut rng = rand::rng();
-    for _ in 0..200 {
-        let base: u16 = rng.random_range(12_000..22_700);
-        let all_free = (0..6).all(|i| {
-            TcpListener::bind(("127.0.0.1", base + i)).is_ok()
-                && TcpListener::bind(("127.0.0.1", base + i + 10_000)).is_ok()
-        });
-        if all_free {
-            return base;
-        }
-    }
-    panic!("no free port range for a cluster");
-}
-
-impl Cluster {
-    /// Starts a 3+3 cluster on a free port range; a range taken between the
-    /// check and the start (another process bound a port) is retried with
-    /// another one.
-    fn start(flavor: Flavor, node_timeout_ms: u32) -> Cluster {
-        Self::launch(flavor, node_timeout_ms, true)
-    }
-
-    /// A 3+3 cluster of plain servers, without the module.
-    fn start_without_module(flavor: Flavor) -> Cluster {
-        Self::launch(flavor, 5000, false)
-    }
-
-    /// A 3+3 cluster whose nodes make compact logs (`log-type compact`).
-    fn start_compact(flavor: Flavor) -> Cluster {
-        Self::launch_with(flavor, 5000, true, "log-type compact")
-    }
-
-    fn launch(flavor: Flavor, node_timeout_ms: u32, module: bool) -> Cluster {
-        Self::launch_with(flavor, node_timeout_ms, module, "")
-    }
-
-    fn launch_with(
-        flavor: Flavor,
-        node_timeout_ms: u32,
-        module: bool,
-        module_args: &'static str,
-    ) -> Cluster {
-        let mut last = String::new();
-        for _attempt in 0..5 {
-            let dir = tempfile::Builder::new()
-                .prefix("slidewin-cluster-")
-                .tempdir()
-                .expect("temp dir");
-            let base = free_base();
-            let cluster = Cluster {
-                flavor,
-                base,
-                dir,
-                module,
-                module_args,
-            };
-            let out = cluster
-                .command("start")
-                .env("NODE_TIMEOUT", node_timeout_ms.to_string())
-                .output()
-                .expect("run cluster.sh");
-            if out.status.success() {
-                return cluster;
-            }
-            last = format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            if !last.contains("Address already in use") {
-                break;
-            }
-        }
-        panic!("cluster.sh start failed:\n{last}");
-    }
-
-    fn command(&self, action: &str) -> Command {
-        let mut cmd = Command::new("bash");
-        cmd.arg(script())
-            .arg(action)
-            .env("CLUSTER_DIR", self.dir.path())
-            .env("BASE_PORT", self.base.to_string())
-            .env("SERVER", self.flavor.binary())
-            .env("CLI", cli())
-            .env(
-                "MODULE",
-                if self.module {
-                    module_path()
-                } else {
-                    PathBuf::from("none")
-                },
-            )
-            .env("MODULE_ARGS", self.module_args);
-        cmd
-    }
-
-    fn ports(&self) -> Vec<u16> {
-        (0..6).map(|i| self.base + i).collect()
-    }
-
-    fn conn(&self, port: u16) -> Connection {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).expect("client");
-        let c = client
-            .get_connection_with_timeout(Duration::from_secs(5))
-            .expect("connect");
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        c
-    }
-
-    fn cluster_conn(&self) -> redis::cluster::ClusterConnection {
-        let nodes: Vec<String> = self
-            .ports()
-            .iter()
-            .map(|p| format!("redis://127.0.0.1:{p}/"))
-            .collect();
-        redis::cluster::ClusterClientBuilder::new(nodes)
-            .response_timeout(Duration::from_secs(10))
-            .build()
-            .expect("cluster client")
-            .get_connection()
-            .expect("cluster connection")
-    }
-
-    /// Every master, from CLUSTER NODES.
-    fn masters(&self, via: u16) -> Vec<Master> {
-        let nodes: String = redis::cmd("CLUSTER")
-            .arg("NODES")
-            .query(&mut self.conn(via))
-            .unwrap();
-        nodes
-            .lines()
-            .filter(|l| {
-                l.split(' ')
-                    .nth(2)
-                    .is_some_and(|f| f.contains("master") && !f.contains("fail"))
-            })
-            .map(|l| {
-                let f: Vec<&str> = l.split(' ').collect();
-                let port: u16 = f[1]
-                    .split(['@', ':'])
-                    .nth(1)
-                    .and_then(|p| p.parse().ok())
-                    .expect("port");
-                let ranges = f[8..]
-                    .iter()
-                    .filter(|r| !r.starts_with('['))
-                    .map(|r| match r.split_once('-') {
-                        Some((a, b)) => (a.parse().unwrap(), b.parse().unwrap()),
-                        None => (r.parse().unwrap(), r.parse().unwrap()),
-                    })
-                    .collect();
-                (port, f[0].to_string(), ranges)
-            })
-            .collect()
-    }
-
-    fn owner(&self, slot: u16) -> (u16, String) {
-        self.masters(self.base)
-            .into_iter()
-            .find(|(_, _, r)| r.iter().any(|&(a, b)| (a..=b).contains(&slot)))
-            .map(|(p, id, _)| (p, id))
-            .expect("slot owner")
-    }
-
-    fn pid(&self, port: u16) -> u32 {
-        std::fs::read_to_string(self.dir.path().join(port.to_string()).join("server.pid"))
-            .expect("pid file")
-            .trim()
-            .parse()
-            .expect("pid")
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = self.command("stop").output();
-    }
-}
-
-/// `CLUSTER SETSLOT slot how id` (IMPORTING, MIGRATING, NODE).
-fn set_slot(c: &mut Connection, slot: u16, how: &str, id: &str) {
-    let _: () = redis::cmd("CLUSTER")
-        .arg("SETSLOT")
-        .arg(slot)
-        .arg(how)
-        .arg(id)
-        .query(c)
-        .unwrap();
-}
-
-fn keyslot(c: &mut Connection, key: &str) -> u16 {
-    redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(key)
-        .query(c)
-        .unwrap()
-}
-
 fn check_on(c: &mut Connection, key: &str) -> redis::RedisResult<i64> {
     redis::cmd("SLIDEWIN.CHECK")
         .arg(key)
@@ -264,7 +36,7 @@ fn check_on(c: &mut Connection, key: &str) -> redis::RedisResult<i64> {
 }
 
 fn routing(flavor: Flavor) {
-    let cluster = Cluster::start(flavor, 5000);
+    let cluster = shared_cluster(flavor);
     let mut cc = cluster.cluster_conn();
     // 2000 keys, each called 1 to 4 times under a limit of 3.
     const KEYS: usize = 2000;
@@ -319,7 +91,7 @@ fn routing(flavor: Flavor) {
 }
 
 fn moved(flavor: Flavor) {
-    let cluster = Cluster::start(flavor, 5000);
+    let cluster = shared_cluster(flavor);
     let mut any = cluster.conn(cluster.base);
     let key = "user:7:ip";
     let slot = keyslot(&mut any, key);
@@ -350,7 +122,7 @@ fn asking_zcard(c: &mut Connection, key: &str) -> i64 {
 }
 
 fn ask(flavor: Flavor) {
-    let cluster = Cluster::start(flavor, 5000);
+    let cluster = shared_cluster(flavor);
     let mut any = cluster.conn(cluster.base);
     // Two keys in one slot: one exists before the migration starts.
     let (old, new) = ("{mig}:old", "{mig}:new");
@@ -451,7 +223,7 @@ fn ask(flavor: Flavor) {
 }
 
 fn crossslot(flavor: Flavor) {
-    let cluster = Cluster::start(flavor, 5000);
+    let cluster = shared_cluster(flavor);
     let mut any = cluster.conn(cluster.base);
     // Two keys in different slots owned by the same master.
     let first = "cross:0".to_string();
@@ -505,7 +277,7 @@ fn crossslot(flavor: Flavor) {
 }
 
 fn hash_tags(flavor: Flavor) {
-    let cluster = Cluster::start(flavor, 5000);
+    let cluster = shared_cluster(flavor);
     let mut any = cluster.conn(cluster.base);
     let (ip, phone) = ("{user:42}:ip", "{user:42}:phone");
     assert_eq!(keyslot(&mut any, ip), keyslot(&mut any, phone));
@@ -756,7 +528,7 @@ fn failover(flavor: Flavor) {
 
 /// examples/python/sms_cluster.py (redis-py's RedisCluster) against the cluster.
 fn python_cluster_example(flavor: Flavor) {
-    let cluster = Cluster::start(flavor, 5000);
+    let cluster = shared_cluster(flavor);
     let out = python_example("examples/python/sms_cluster.py", cluster.base);
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
@@ -1101,14 +873,11 @@ fn entries_and_expiry(c: &mut Connection, key: &str) -> (Vec<(String, i64)>, i64
     (entries, at)
 }
 
-/// Valkey's atomic slot migration (`CLUSTER MIGRATESLOTS`) of a slot holding
-/// limiter keys while 8 clients keep calling CHECK and MCHECK on it with
-/// tight limits. On a server without it, the module must not declare it.
-fn atomic_slot_migration(flavor: Flavor) {
-    let cluster = Cluster::start(flavor, 5000);
+/// Whether every master has CLUSTER MIGRATESLOTS, checked against what
+/// the module declared on each (INFO slidewin) and the server's own view of
+/// the module's options (INFO modules).
+fn migrateslots_declared(cluster: &Cluster) -> bool {
     let masters = cluster.masters(cluster.base);
-    // What the server says, tied to what the module declared (INFO slidewin)
-    // and to the server's own view of the module's options (INFO modules).
     let mut any = cluster.conn(cluster.base);
     let supported = has_migrateslots(&mut any);
     for (port, _, _) in &masters {
@@ -1132,11 +901,27 @@ fn atomic_slot_migration(flavor: Flavor) {
             "{ours}"
         );
     }
-    if !supported {
+    supported
+}
+
+/// Valkey's atomic slot migration (`CLUSTER MIGRATESLOTS`) of a slot holding
+/// limiter keys while 8 clients keep calling CHECK and MCHECK on it with
+/// tight limits. On a server without it, the module must not declare it.
+fn atomic_slot_migration(flavor: Flavor) {
+    // What the server says, tied to what the module declared, asked of the
+    // shared cluster: a server without MIGRATESLOTS needs no cluster of
+    // its own.
+    if !migrateslots_declared(&shared_cluster(flavor)) {
         eprintln!("atomic slot migration ({flavor:?}): the server has no CLUSTER MIGRATESLOTS; not declared");
         return;
     }
-
+    let cluster = Cluster::start(flavor, 5000);
+    assert!(
+        migrateslots_declared(&cluster),
+        "declared on a fresh cluster too"
+    );
+    let masters = cluster.masters(cluster.base);
+    let mut any = cluster.conn(cluster.base);
     let slot = keyslot(&mut any, &asm_key(0));
     let (source, _) = cluster.owner(slot);
     let (target, target_id, _) = masters

@@ -31,10 +31,6 @@ on_every_server! {
     charges_take_the_documented_memory => charge_memory;
 }
 
-fn compact(flavor: Flavor) -> Options {
-    Options::new(flavor).module_args(&["log-type", "compact"])
-}
-
 fn cmd(c: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
     let mut command = redis::cmd(args[0]);
     for a in &args[1..] {
@@ -52,13 +48,6 @@ fn text(c: &mut Connection, args: &[&str]) -> String {
 
 fn key_type(c: &mut Connection, key: &str) -> String {
     redis::cmd("TYPE").arg(key).query(c).expect("TYPE")
-}
-
-fn pexpiretime(c: &mut Connection, key: &str) -> i64 {
-    redis::cmd("PEXPIRETIME")
-        .arg(key)
-        .query(c)
-        .expect("PEXPIRETIME")
 }
 
 /// Replaces the two time-dependent fields of five-field replies (retry and

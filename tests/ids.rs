@@ -11,55 +11,22 @@ mod support;
 use redis::Value;
 use support::*;
 
-/// Which log a test's keys become (`slidewin.log-type`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Log {
-    Zset,
-    Compact,
-}
-
-fn options(flavor: Flavor, log: Log) -> Options {
-    match log {
-        Log::Zset => Options::new(flavor),
-        Log::Compact => Options::new(flavor).module_args(&["log-type", "compact"]),
-    }
-}
-
-/// Declares each test on both logs and every server: `sorted_sets::redis_7_0::name`,
-/// `compact_logs::redis_7_0::name`.
-macro_rules! on_every_log {
-    ($($name:ident => $body:ident;)*) => {
-        mod sorted_sets {
-            use super::support;
-            $( fn $body(f: support::Flavor) { super::$body(f, super::Log::Zset) } )*
-            crate::on_every_server! { $($name => $body;)* }
-        }
-        mod compact_logs {
-            use super::support;
-            $( fn $body(f: support::Flavor) { super::$body(f, super::Log::Compact) } )*
-            crate::on_every_server! { $($name => $body;)* }
-        }
-    };
-}
-
-on_every_log! {
-    a_repeated_id_is_charged_once => repeated_check;
-    a_repeated_mcheck_is_charged_once_even_when_one_key_forgot_it => repeated_mcheck;
-    undo_by_id_is_exact_and_idempotent => undo_by_id;
-    settle_moves_a_charge_down_up_and_to_zero => settle;
-    a_stale_token_never_removes_a_later_entry => stale_tokens;
-    bad_input_changes_and_replicates_nothing => bad_input;
-    replicas_and_the_aof_reach_the_same_entries => replication_and_aof;
-    settle_and_undo_see_no_charge_that_left_its_window => out_of_window;
-    settle_keeps_a_key_within_max_limit_entries => within_max_limit;
-}
-
-// Sorted sets only: a compact log stores members as deltas, so a wide
-// member costs it no more than a short one (and a charge's units take
-// fresh ids above every other there).
 on_every_server! {
+    a_repeated_id_is_charged_once => repeated_check(Zset, Compact);
+    a_repeated_mcheck_is_charged_once_even_when_one_key_forgot_it => repeated_mcheck(Zset, Compact);
+    undo_by_id_is_exact_and_idempotent => undo_by_id(Zset, Compact);
+    settle_moves_a_charge_down_up_and_to_zero => settle(Zset, Compact);
+    a_stale_token_never_removes_a_later_entry => stale_tokens(Zset, Compact);
+    bad_input_changes_and_replicates_nothing => bad_input(Zset, Compact);
+    replicas_and_the_aof_reach_the_same_entries => replication_and_aof(Zset, Compact);
+    settle_and_undo_see_no_charge_that_left_its_window => out_of_window(Zset, Compact);
+    settle_keeps_a_key_within_max_limit_entries => within_max_limit(Zset, Compact);
+
+    // Sorted sets only: a compact log stores members as deltas, so a wide
+    // member costs it no more than a short one (and a charge's units take
+    // fresh ids above every other there).
     what_an_id_costs_is_what_performance_md_says => memory_figures;
-    plain_calls_after_a_charge_keep_short_members => short_after_charges_zset;
+    plain_calls_after_a_charge_keep_short_members => short_after_charges(Zset);
     a_crafted_charge_layout_costs_only_its_entries => crafted_units;
 }
 
@@ -76,8 +43,8 @@ fn offset(c: &mut Connection) -> String {
     info_field(c, "replication", "master_repl_offset").expect("master_repl_offset")
 }
 
-fn repeated_check(flavor: Flavor, log: Log) {
-    let server = options(flavor, log).start();
+fn repeated_check(flavor: Flavor, log: LogType) {
+    let server = Options::new(flavor).log_type(log).start();
     let mut c = server.conn();
     let k = "llm:key:1";
     // Reserve 3 of 5 under an id; the reply is lost, the client retries.
@@ -184,8 +151,8 @@ fn repeated_check(flavor: Flavor, log: Log) {
     );
 }
 
-fn repeated_mcheck(flavor: Flavor, log: Log) {
-    let server = options(flavor, log).start();
+fn repeated_mcheck(flavor: Flavor, log: LogType) {
+    let server = Options::new(flavor).log_type(log).start();
     let mut c = server.conn();
     // Requests per second and tokens per minute.
     let rules = ["2", "{k}:rps", "200", "200", "{k}:tpm", "1000", "60000"];
@@ -245,8 +212,8 @@ fn repeated_mcheck(flavor: Flavor, log: Log) {
     assert!(!exists(&mut c, "{k}:tpm"));
 }
 
-fn undo_by_id(flavor: Flavor, log: Log) {
-    let server = options(flavor, log).start();
+fn undo_by_id(flavor: Flavor, log: LogType) {
+    let server = Options::new(flavor).log_type(log).start();
     let mut c = server.conn();
     let k = "sms:phone:1";
     assert_eq!(
@@ -304,13 +271,13 @@ fn undo_by_id(flavor: Flavor, log: Log) {
     // (A compact log names a charge's units by member ids, like any
     // entry's: every id but the call's without an id, plain and as a token.)
     let members: Vec<Vec<u8>> = match log {
-        Log::Zset => redis::cmd("ZRANGE")
+        LogType::Zset => redis::cmd("ZRANGE")
             .arg(k)
             .arg(0)
             .arg(-1)
             .query(&mut c)
             .unwrap(),
-        Log::Compact => entries(&mut c, k.as_bytes())
+        LogType::Compact => entries(&mut c, k.as_bytes())
             .into_iter()
             // The first call's members, 1 and 2, are the call's without an id.
             .filter(|(m, _)| m.as_slice() != b"1" && m.as_slice() != b"2")
@@ -325,7 +292,7 @@ fn undo_by_id(flavor: Flavor, log: Log) {
     for m in members.iter().filter(|m| m.first() == Some(&b'#')) {
         undo.arg(m);
     }
-    if log == Log::Compact {
+    if log == LogType::Compact {
         for m in members.iter().filter(|m| m.first() != Some(&b'#')) {
             undo.arg(m);
             undo.arg(m.split(|&b| b == b'@').next().unwrap_or(&[]));
@@ -342,8 +309,8 @@ fn undo_by_id(flavor: Flavor, log: Log) {
     assert_eq!(undone, 10);
 }
 
-fn settle(flavor: Flavor, log: Log) {
-    let server = options(flavor, log).start();
+fn settle(flavor: Flavor, log: LogType) {
+    let server = Options::new(flavor).log_type(log).start();
     let mut c = server.conn();
     let k = "tpm:key:1";
     // Reserve an estimate of 40 of 100 tokens.
@@ -358,12 +325,12 @@ fn settle(flavor: Flavor, log: Log) {
     // The charge's time (a compact log names its units by ids: the first
     // call's entries, which come first).
     let at: f64 = match log {
-        Log::Zset => redis::cmd("ZSCORE")
+        LogType::Zset => redis::cmd("ZSCORE")
             .arg(k)
             .arg("#1:r1")
             .query(&mut c)
             .unwrap(),
-        Log::Compact => entries(&mut c, k.as_bytes())[0].1,
+        LogType::Compact => entries(&mut c, k.as_bytes())[0].1,
     };
     // Down: the response used 25.
     assert_eq!(
@@ -402,13 +369,13 @@ fn settle(flavor: Flavor, log: Log) {
     assert_eq!(zcard(&mut c, k), 135);
     let scores: Vec<(Vec<u8>, f64)> = entries(&mut c, k.as_bytes());
     let r1: Vec<f64> = match log {
-        Log::Zset => scores
+        LogType::Zset => scores
             .iter()
             .filter(|(m, _)| m.starts_with(b"#") && m.ends_with(b":r1"))
             .map(|&(_, s)| s)
             .collect(),
         // r1's 25 units, then r2's 75, then r1's 35 more.
-        Log::Compact => {
+        LogType::Compact => {
             let mut by_id: Vec<(i64, f64)> = scores
                 .iter()
                 .map(|(m, s)| (String::from_utf8_lossy(m).parse().unwrap(), *s))
@@ -506,8 +473,8 @@ fn settle(flavor: Flavor, log: Log) {
     assert_eq!(settled, 5);
 }
 
-fn stale_tokens(flavor: Flavor, log: Log) {
-    let server = options(flavor, log).start();
+fn stale_tokens(flavor: Flavor, log: LogType) {
+    let server = Options::new(flavor).log_type(log).start();
     let mut c = server.conn();
     let token = |v: &Value| -> String {
         let Value::Array(items) = v else {
@@ -581,8 +548,8 @@ fn stale_tokens(flavor: Flavor, log: Log) {
     assert_eq!(int(&call(&mut c, "SLIDEWIN.UNDO", &["h:c", &bare])), 1);
 }
 
-fn bad_input(flavor: Flavor, log: Log) {
-    let server = options(flavor, log).start();
+fn bad_input(flavor: Flavor, log: LogType) {
+    let server = Options::new(flavor).log_type(log).start();
     let mut c = server.conn();
     assert_eq!(
         call(&mut c, "SLIDEWIN.CHECK", &["k", "5", "60000", "ID", "x"]),
@@ -673,15 +640,16 @@ fn bad_input(flavor: Flavor, log: Log) {
     );
 }
 
-fn replication_and_aof(flavor: Flavor, log: Log) {
-    let master = options(flavor, log)
+fn replication_and_aof(flavor: Flavor, log: LogType) {
+    let master = Options::new(flavor)
+        .log_type(log)
         .arg("appendonly", "yes")
         .arg("appendfsync", "always")
         .arg("aof-use-rdb-preamble", "no")
         .start();
     let replica = match log {
-        Log::Zset => replica_without_module(&master, flavor),
-        Log::Compact => replica_with(&master, options(flavor, Log::Compact)),
+        LogType::Zset => replica_without_module(&master, flavor),
+        LogType::Compact => replica_with(&master, compact(flavor)),
     };
     let mut m = master.conn();
     for i in 0..200 {
@@ -732,7 +700,7 @@ fn replication_and_aof(flavor: Flavor, log: Log) {
         // (A compact log's effects are SLIDEWIN.APPLY.)
         names
             .iter()
-            .all(|n| !n.contains("SLIDEWIN") || (log == Log::Compact && n == "SLIDEWIN.APPLY")),
+            .all(|n| !n.contains("SLIDEWIN") || (log == LogType::Compact && n == "SLIDEWIN.APPLY")),
         "effects, never the command: {names:?}"
     );
     let _: () = redis::cmd("DEBUG")
@@ -816,12 +784,8 @@ fn memory_figures(flavor: Flavor) {
 
 /// A call without an ID after one with an ID (whose entries are not
 /// integers) still gets a short member, not a 19-digit wide one.
-fn short_after_charges_zset(flavor: Flavor) {
-    short_after_charges(flavor, Log::Zset)
-}
-
-fn short_after_charges(flavor: Flavor, log: Log) {
-    let server = options(flavor, log).start();
+fn short_after_charges(flavor: Flavor, log: LogType) {
+    let server = Options::new(flavor).log_type(log).start();
     let mut c = server.conn();
     let members = |c: &mut Connection| -> Vec<String> {
         let v = call(
@@ -864,13 +828,6 @@ fn short_after_charges(flavor: Flavor, log: Log) {
 
 /// The key's absolute expiry in ms, exact (`PEXPIRETIME`, Redis 7.0+; the
 /// support's TIME + PTTL may be 1 ms off).
-fn pexpiretime(c: &mut Connection, key: &str) -> i64 {
-    redis::cmd("PEXPIRETIME")
-        .arg(key)
-        .query(c)
-        .expect("PEXPIRETIME")
-}
-
 /// Another writer lays out a "charge" with units 1, 2, 4 ... 2^40 in a
 /// sorted set: UNDO and SETTLE by its ID cost what the key holds (41
 /// entries), not 2^40 steps, and remove only those entries.
@@ -912,11 +869,11 @@ fn held(c: &mut Connection, key: &str) -> usize {
 /// removes nothing, and the entries out of the window are gone, on the
 /// replica too. A key without an expiry is not trimmed. The margins are
 /// 200 ms and more each way; a slow machine only widens the first.
-fn out_of_window(flavor: Flavor, log: Log) {
-    let master = options(flavor, log).start();
+fn out_of_window(flavor: Flavor, log: LogType) {
+    let master = Options::new(flavor).log_type(log).start();
     let replica = match log {
-        Log::Zset => replica_without_module(&master, flavor),
-        Log::Compact => replica_with(&master, options(flavor, Log::Compact)),
+        LogType::Zset => replica_without_module(&master, flavor),
+        LogType::Compact => replica_with(&master, compact(flavor)),
     };
     let mut c = master.conn();
     let keys = ["{w}settle", "{w}undo", "{w}token", "{w}persist"];
@@ -987,11 +944,11 @@ fn out_of_window(flavor: Flavor, log: Log) {
 /// cannot pass 50 entries through SETTLE: a raise past it is refused with
 /// an error naming the setting, nothing changed or replicated; up to it
 /// the raise settles, a lowering always does; the replica the same.
-fn within_max_limit(flavor: Flavor, log: Log) {
-    let master = options(flavor, log).start();
+fn within_max_limit(flavor: Flavor, log: LogType) {
+    let master = Options::new(flavor).log_type(log).start();
     let replica = match log {
-        Log::Zset => replica_without_module(&master, flavor),
-        Log::Compact => replica_with(&master, options(flavor, Log::Compact)),
+        LogType::Zset => replica_without_module(&master, flavor),
+        LogType::Compact => replica_with(&master, compact(flavor)),
     };
     let mut c = master.conn();
     config_set(&mut c, "slidewin.max-limit", "50");

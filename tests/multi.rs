@@ -19,8 +19,7 @@ on_every_server! {
     keys_and_acl_follow_the_rules => mcheck_keys;
     replica_without_module_matches_after_mcheck_and_undo => replication;
     taken_member_ids_are_skipped => member_collisions;
-    entries_added_by_one_call_are_bounded => entries_bound_sorted_sets;
-    entries_added_by_one_call_are_bounded_on_compact_logs => entries_bound_compact;
+    entries_added_by_one_call_are_bounded => entries_bound(Zset, Compact);
 }
 
 const DAY: i64 = 86_400_000;
@@ -617,27 +616,21 @@ fn member_collisions(flavor: Flavor) {
     assert_replica_matches(&master, &replica);
 }
 
-fn entries_bound_sorted_sets(flavor: Flavor) {
-    entries_bound(flavor, &[]);
-}
-
-fn entries_bound_compact(flavor: Flavor) {
-    entries_bound(flavor, &["log-type", "compact"]);
-}
-
 /// The entries one call adds in all (COST times MCHECK's distinct keys)
 /// are bounded by `slidewin.max-entries-per-call`, which follows
 /// `slidewin.max-limit` while it is 0 (the default). Above it the call is
 /// refused with an error naming the setting and its value, before any key
 /// is read: nothing changes, nothing is replicated (the master's
 /// replication offset stands still, a replica holds the same data). A call
-/// at the bound is allowed. `log_args`: the module arguments of the log
-/// type under test.
-fn entries_bound(flavor: Flavor, log_args: &[&str]) {
-    let mut module_args = vec!["max-limit", "1000"];
-    module_args.extend_from_slice(log_args);
-    let master = Options::new(flavor).module_args(&module_args).start();
-    let replica = replica_with(&master, Options::new(flavor).module_args(&module_args));
+/// at the bound is allowed.
+fn entries_bound(flavor: Flavor, log: LogType) {
+    let options = || {
+        Options::new(flavor)
+            .module_args(&["max-limit", "1000"])
+            .log_type(log)
+    };
+    let master = options().start();
+    let replica = replica_with(&master, options());
     let mut c = master.conn();
     // Two keys holding a few entries each, and a string for the order of
     // the errors.

@@ -12,22 +12,11 @@ use redis::Value;
 use support::*;
 
 on_every_server! {
-    a_refused_shadow_call_is_answered_allowed_and_charges_nothing => check_replies(Zset);
-    mcheck_shadow_replies_and_charges_nothing => mcheck_replies(Zset);
+    a_refused_shadow_call_is_answered_allowed_and_charges_nothing => check_replies(Zset, Compact);
+    mcheck_shadow_replies_and_charges_nothing => mcheck_replies(Zset, Compact);
     shadow_refusals_are_counted_apart_in_info => info_counter;
     top_denied_lists_shadow_refusals_and_no_event_fires => top_and_events;
-    shadow_with_an_id_charges_once_and_repeats => with_id(Zset);
-}
-
-mod on_compact_logs {
-    use super::support;
-    use super::{check_replies, mcheck_replies, with_id};
-
-    crate::on_every_server! {
-        a_refused_shadow_call_is_answered_allowed_and_charges_nothing => check_replies(Compact);
-        mcheck_shadow_replies_and_charges_nothing => mcheck_replies(Compact);
-        shadow_with_an_id_charges_once_and_repeats => with_id(Compact);
-    }
+    shadow_with_an_id_charges_once_and_repeats => with_id(Zset, Compact);
 }
 
 fn call(c: &mut Connection, command: &str, args: &[&str]) -> Value {

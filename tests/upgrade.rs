@@ -189,12 +189,12 @@ fn assert_loaded(c: &mut Connection, dir: &Path, fixture: &str) {
     }
 }
 
-/// The module arguments a fixture loads with.
-fn module_args(fixture: &str) -> &'static [&'static str] {
+/// The log type a fixture was made with.
+fn log_type(fixture: &str) -> LogType {
     if fixture.starts_with("zset") {
-        &[]
+        LogType::Zset
     } else {
-        &["log-type", "compact"]
+        LogType::Compact
     }
 }
 
@@ -208,7 +208,7 @@ fn rdb_files(flavor: Flavor) {
             )
             .unwrap();
             let server = Options::new(flavor)
-                .module_args(module_args(fixture))
+                .log_type(log_type(fixture))
                 .in_dir(tmp.path())
                 .start();
             assert_loaded(&mut server.conn(), &dir, fixture);
@@ -248,7 +248,7 @@ fn aof_files(flavor: Flavor) {
                 String::from_utf8_lossy(effect)
             );
             let server = Options::new(flavor)
-                .module_args(module_args(fixture))
+                .log_type(log_type(fixture))
                 .arg("appendonly", "yes")
                 .in_dir(tmp.path())
                 .start();
@@ -278,7 +278,7 @@ fn cluster_rdb(flavor: Flavor) {
         )
         .unwrap();
         let server = Options::new(flavor)
-            .module_args(&["log-type", "compact"])
+            .log_type(LogType::Compact)
             .arg("cluster-enabled", "yes")
             .arg("cluster-config-file", "nodes.conf")
             .in_dir(tmp.path())
@@ -444,7 +444,7 @@ fn write_fixtures() {
         let compact = fixture == "compact";
         // The snapshot.
         let server = Options::new(Flavor::Redis70)
-            .module_args(module_args(fixture))
+            .log_type(log_type(fixture))
             .start();
         let mut c = server.conn();
         write_keys(&mut c, compact, "");
@@ -460,7 +460,7 @@ fn write_fixtures() {
         // The append-only file: keys written, the file rewritten (the base,
         // in the rewrite form), then the CHECKs (the increment).
         let server = Options::new(Flavor::Redis70)
-            .module_args(module_args(fixture))
+            .log_type(log_type(fixture))
             .arg("appendonly", "yes")
             .arg("aof-use-rdb-preamble", "no")
             .arg("appendfsync", "always")
@@ -479,7 +479,7 @@ fn write_fixtures() {
     // A cluster node owning every slot, both encodings (hash tags keep each
     // encoding's keys in one slot).
     let server = Options::new(Flavor::Redis70)
-        .module_args(&["log-type", "compact"])
+        .log_type(LogType::Compact)
         .arg("cluster-enabled", "yes")
         .arg("cluster-config-file", "nodes.conf")
         .start();
