@@ -865,10 +865,7 @@ impl Records {
                 }
             }
         }
-        loop {
-            let Some(index) = self.index.as_mut() else {
-                break;
-            };
+        while let Some(index) = self.index.as_mut() {
             let Some(&top) = index.by_score.first() else {
                 break;
             };
