@@ -210,13 +210,14 @@ pub(super) fn next_run(
 
 /// Writes the charge records section (version 2), `records` in request id
 /// order.
-pub(super) fn put_records<'a>(
+pub(super) fn put_records(
     out: &mut impl Sink,
     n: usize,
-    records: impl Iterator<Item = &'a Record>,
+    records: impl Iterator<Item = impl std::borrow::Borrow<Record>>,
 ) {
     put_varint(out, n as u64);
     for r in records {
+        let r = r.borrow();
         put_varint(out, r.request.len() as u64);
         for &b in r.request.iter() {
             out.push(b);

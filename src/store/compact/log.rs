@@ -256,7 +256,7 @@ impl CompactLog {
             Repr::Large(c) => c
                 .records
                 .as_ref()
-                .map(|r| r.iter().cloned().collect())
+                .map(|r| r.iter().collect())
                 .unwrap_or_default(),
             Repr::Small(_) => Vec::new(),
         }
