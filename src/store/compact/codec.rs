@@ -2,7 +2,7 @@
 //! and `SLIDEWIN.APPLY ... LOG` carry, and a small log's form in memory.
 //!
 //! Version 1 is the header and the runs. Version 2 is the same followed by
-//! the charge records (see `charge.rs`); it is written only for a log that
+//! the charge records (see `charge/`); it is written only for a log that
 //! holds a charge, so a log without one is byte for byte what version 1
 //! wrote (and what a module without charges reads).
 //!

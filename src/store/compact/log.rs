@@ -232,7 +232,7 @@ impl CompactLog {
         self.unheld(|h| h.edit(|c| c.add_run(run)))
     }
 
-    /// The charge under `request` (see `charge.rs`): its score and units.
+    /// The charge under `request` (see `charge/`): its score and units.
     pub fn charge_of(&self, request: &[u8]) -> Option<(i64, u64)> {
         match &self.repr {
             Repr::Large(c) => c.charge(request),
@@ -571,7 +571,7 @@ pub struct Raised {
     pub moved: bool,
 }
 
-/// The charges made with an ID (see `charge.rs`): a small log holds none,
+/// The charges made with an ID (see `charge/`): a small log holds none,
 /// so the first one promotes it to chunks, where it stays while it holds
 /// one.
 impl Held<'_> {

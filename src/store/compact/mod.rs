@@ -7,7 +7,7 @@
 //! - `bounds.rs`: the bounds every log holds (runs, strays, entries,
 //!   scores, charges) and [`Bound`](bounds::Bound), why a change is refused;
 //! - `run.rs`: a run, and the rule that joins a run to the next;
-//! - `charge.rs`: the charge records (request id -> score and member ids of
+//! - `charge/`: the charge records (request id -> score and member ids of
 //!   a charge made with an ID);
 //! - `codec.rs`: the persisted encoding (version 1, and 2 with charge
 //!   records): the header, the byte records, the readers for untrusted

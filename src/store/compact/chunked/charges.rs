@@ -5,7 +5,7 @@ use super::super::charge::*;
 use super::super::run::*;
 use super::form::Chunked;
 
-/// The charges made with an ID (see `charge.rs`): their entries are
+/// The charges made with an ID (see `charge/`): their entries are
 /// entries of the log; the records name them.
 impl Chunked {
     /// Whether member `id` is a unit of a charge made with an ID.

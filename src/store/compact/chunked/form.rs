@@ -22,7 +22,7 @@ pub(in crate::store::compact) struct Chunked {
     /// its small form's block, reused or given back by `settle`. Empty
     /// otherwise.
     pub(in crate::store::compact) stash: Vec<u8>,
-    /// The charges made with an ID (see `charge.rs`); `None` when there is
+    /// The charges made with an ID (see `charge/`); `None` when there is
     /// none (never an empty table).
     pub(in crate::store::compact) records: Option<Box<Records>>,
 }
