@@ -128,7 +128,7 @@ clean: ## Remove build output
 
 ##@ Test
 
-ci: ## What CI runs (.ci/run): install, fmt and clippy, make test (limits' suite on two servers), fuzz-smoke, test-deb, bench-smoke, test-docker; about 50 minutes on 2 cores
+ci: ## What CI runs (.ci/run): install, fmt and clippy, make test (limits' suite on two servers), fuzz-smoke, test-deb, bench-smoke, test-docker; about 34 minutes on 2 cores
 	.ci/run
 
 test: deps build fault-module python-client ## Unit tests, the integration suite (examples included), the Python client's tests and limits' own suite on the slidewin storage, on Redis 7.0 and 8.2, Valkey 8.1 and 9.1
