@@ -40,7 +40,10 @@ def tool(name: str) -> str:
     return path
 
 
-def wait_for(what: str, cond, deadline_s: float = DEADLINE_S, interval: float = 0.05):
+def wait_for(what: str, cond, deadline_s: float = DEADLINE_S, interval: float = 0.05,
+             explain=None):
+    """Polls `cond` until it holds; fails the test after the deadline with
+    what `explain()` says (a log's tail, say)."""
     end = time.monotonic() + deadline_s
     while True:
         try:
@@ -49,7 +52,7 @@ def wait_for(what: str, cond, deadline_s: float = DEADLINE_S, interval: float = 
         except Exception:  # noqa: BLE001 - not up yet
             pass
         if time.monotonic() > end:
-            pytest.fail(f"timed out waiting for {what}")
+            pytest.fail(f"timed out waiting for {what}" + (f"\n{explain()}" if explain else ""))
         time.sleep(interval)
 
 

@@ -28,7 +28,16 @@ class Nginx:
         os.chmod(self.dir, 0o755)
         self.port, self.backend = free_port(), free_port()
         conf = open(os.path.join(HERE, "slidewin.conf")).read()
-        conf = (conf.replace("/usr/share/slidewin/nginx/lua", os.path.join(HERE, "lua"))
+        # The Lua module is copied into the prefix: nginx's worker runs as an
+        # unprivileged user, who may not read a checkout under a private
+        # directory (mktemp -d makes them 0700).
+        lua = os.path.join(self.dir, "lua")
+        shutil.copytree(os.path.join(HERE, "lua"), lua)
+        for top, dirs, files in os.walk(lua):
+            os.chmod(top, 0o755)
+            for f in files:
+                os.chmod(os.path.join(top, f), 0o644)
+        conf = (conf.replace("/usr/share/slidewin/nginx/lua", lua)
                 .replace("port = 6379", f"port = {redis_port}")
                 .replace("127.0.0.1:8080", f"127.0.0.1:{self.port}")
                 .replace("127.0.0.1:9000", f"127.0.0.1:{self.backend}"))
@@ -63,7 +72,8 @@ http {{
         run([nginx, "-t", "-p", self.dir, "-c", self.conf, "-e", self.error_log], timeout=DEADLINE_S)
         self.proc = subprocess.Popen([nginx, "-p", self.dir, "-c", self.conf, "-e", self.error_log],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for("nginx", lambda: self.get("/slidewin-status")[0] == 200)
+        wait_for("nginx", lambda: self.get("/slidewin-status")[0] == 200,
+                 explain=lambda: "nginx's error log:\n" + self.log()[-3000:])
 
     def get(self, path: str, headers=None):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
