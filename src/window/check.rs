@@ -156,16 +156,7 @@ pub(super) fn check_using<L: WindowLog>(
                 true => Some(detail_repeated(log, now_ms, rule.limit, rule.window_ms, n)?),
                 false => None,
             };
-            return Ok(Verdict {
-                allowed: true,
-                count: n,
-                trimmed,
-                added: 0,
-                expire_at_ms: None,
-                detail,
-                members: Vec::new(),
-                repeated: true,
-            });
+            return Ok(Verdict::unchanged(true, n, trimmed, detail, true));
         }
     }
     if request.is_some() && fits(n, rule) {
@@ -177,16 +168,7 @@ pub(super) fn check_using<L: WindowLog>(
         } else {
             None
         };
-        return Ok(Verdict {
-            allowed: false,
-            count: n,
-            trimmed,
-            added: 0,
-            expire_at_ms: None,
-            detail,
-            members: Vec::new(),
-            repeated: false,
-        });
+        return Ok(Verdict::unchanged(false, n, trimmed, detail, false));
     }
     // The expiry covers the newest entry when it is scored after now.
     let (newest, first) = newest_and_first(log)?;
@@ -366,14 +348,6 @@ pub fn oldest_age<L: WindowLog>(
 /// nothing: expired entries are not counted rather than removed.
 pub fn peek<L: WindowLog>(log: &mut L, now_ms: i64, rule: &Rule) -> Result<Verdict, L::Error> {
     let n = log.count_above(cutoff(now_ms, rule.window_ms))?;
-    Ok(Verdict {
-        allowed: fits(n, rule),
-        count: n,
-        trimmed: 0,
-        added: 0,
-        expire_at_ms: None,
-        detail: Some(detail_unchanged(log, now_ms, rule, n)?),
-        members: Vec::new(),
-        repeated: false,
-    })
+    let detail = detail_unchanged(log, now_ms, rule, n)?;
+    Ok(Verdict::unchanged(fits(n, rule), n, 0, Some(detail), false))
 }

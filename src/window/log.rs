@@ -166,3 +166,26 @@ pub struct Verdict {
     /// under: answered allowed, nothing added.
     pub repeated: bool,
 }
+
+impl Verdict {
+    /// The verdict of a call that added nothing: refused, repeated, or a
+    /// peek.
+    pub fn unchanged(
+        allowed: bool,
+        count: u64,
+        trimmed: u64,
+        detail: Option<Detail>,
+        repeated: bool,
+    ) -> Verdict {
+        Verdict {
+            allowed,
+            count,
+            trimmed,
+            added: 0,
+            expire_at_ms: None,
+            detail,
+            members: Vec::new(),
+            repeated,
+        }
+    }
+}
