@@ -24,6 +24,17 @@ pub const VERSION: u8 = 1;
 /// The version byte of a log with charge records.
 pub const VERSION_CHARGES: u8 = 2;
 
+/// The version byte of a small log's form in memory when it holds charge
+/// records (see `small.rs`): version 2 but for each record's score, written
+/// as the zigzag of its difference from the log's first score (one to
+/// three bytes in a window of up to an hour, against six or seven). Never
+/// written where bytes leave the process ([`CompactLog::encode`] writes
+/// version 2 for it), and refused by [`read_header`]: only the module's
+/// own small forms are read with it ([`read_own_header`]).
+///
+/// [`CompactLog::encode`]: super::log::CompactLog::encode
+pub const VERSION_SMALL_CHARGES: u8 = 0x82;
+
 /// What the encoding says before its records: the expiry and the number
 /// of runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,10 +47,24 @@ pub(super) struct Header {
 }
 
 /// Reads the header: the version byte (any other is refused), the expiry
-/// and the run count. The one reader of the header, for every decoder.
+/// and the run count. The one reader of the header, for every decoder of
+/// bytes from outside (RDB, RESTORE, a client).
 pub(super) fn read_header(r: &mut Reader<'_>) -> Result<Header, DecodeError> {
+    read_header_in(r, false)
+}
+
+/// [`read_header`] for a small form the module wrote itself: version
+/// [`VERSION_SMALL_CHARGES`] too.
+pub(super) fn read_own_header(r: &mut Reader<'_>) -> Result<Header, DecodeError> {
+    read_header_in(r, true)
+}
+
+fn read_header_in(r: &mut Reader<'_>, own: bool) -> Result<Header, DecodeError> {
     let version = r.byte()?;
-    if version != VERSION && version != VERSION_CHARGES {
+    let known = version == VERSION
+        || version == VERSION_CHARGES
+        || (own && version == VERSION_SMALL_CHARGES);
+    if !known {
         return Err(DecodeError::Version(version));
     }
     let expire_at_ms = match r.byte()? {
@@ -209,11 +234,13 @@ pub(super) fn next_run(
 }
 
 /// Writes the charge records section (version 2), `records` in request id
-/// order.
+/// order; with `base`, each score as the zigzag of its difference from
+/// `base` (version [`VERSION_SMALL_CHARGES`], in memory only).
 pub(super) fn put_records(
     out: &mut impl Sink,
     n: usize,
     records: impl Iterator<Item = impl std::borrow::Borrow<Record>>,
+    base: Option<i64>,
 ) {
     put_varint(out, n as u64);
     for r in records {
@@ -222,7 +249,11 @@ pub(super) fn put_records(
         for &b in r.request.iter() {
             out.push(b);
         }
-        put_varint(out, u64::try_from(r.score).unwrap_or(0));
+        match base {
+            None => put_varint(out, u64::try_from(r.score).unwrap_or(0)),
+            // Both in 0 ..= 2^53: the difference cannot overflow.
+            Some(base) => put_varint(out, zigzag(r.score.saturating_sub(base))),
+        }
         put_varint(out, r.spans.len() as u64);
         for s in &r.spans {
             put_varint(out, u64::try_from(s.first).unwrap_or(0));
@@ -253,8 +284,9 @@ pub(super) fn read_record_count(r: &mut Reader<'_>) -> Result<usize, DecodeError
     usize::try_from(n).map_err(|_| DecodeError::Range)
 }
 
-/// Reads one record, every value checked against its range and bound.
-pub(super) fn read_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
+/// Reads one record, every value checked against its range and bound;
+/// with `base`, its score as [`put_records`] writes it with that base.
+pub(super) fn read_record(r: &mut Reader<'_>, base: Option<i64>) -> Result<Record, DecodeError> {
     let len = r.varint()?;
     if len == 0 || len > MAX_REQUEST_ID as u64 {
         return Err(DecodeError::Bound(Bound::RequestId));
@@ -263,8 +295,13 @@ pub(super) fn read_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
     let end = r.at.checked_add(len).ok_or(DecodeError::Truncated)?;
     let request: Box<[u8]> = r.bytes.get(r.at..end).ok_or(DecodeError::Truncated)?.into();
     r.at = end;
-    let score = r.varint()?;
-    if score > MAX_SCORE as u64 {
+    let score = match base {
+        None => i64::try_from(r.varint()?).map_err(|_| DecodeError::Range)?,
+        Some(base) => base
+            .checked_add(unzigzag(r.varint()?))
+            .ok_or(DecodeError::Range)?,
+    };
+    if !(0..=MAX_SCORE).contains(&score) {
         return Err(DecodeError::Range);
     }
     let n = r.varint()?;
@@ -286,7 +323,7 @@ pub(super) fn read_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
     }
     Ok(Record {
         request,
-        score: score as i64,
+        score,
         spans,
     })
 }

@@ -20,6 +20,7 @@
 use super::bounds::MAX_SCORE;
 use super::codec::{
     put_run, put_varint, read_run, unzigzag, varint_len, zigzag, Reader, Sink, VERSION,
+    VERSION_SMALL_CHARGES,
 };
 use super::run::Run;
 
@@ -33,6 +34,12 @@ pub const SMALL_RUNS: usize = 32;
 /// fuzz input moves between both forms.
 #[cfg(any(test, feature = "fuzzing"))]
 pub const SMALL_RUNS: usize = 2;
+
+/// Whether a small form holds charge records (version
+/// [`VERSION_SMALL_CHARGES`]: read through the chunks, never in place).
+pub(super) fn has_charges(form: &SmallForm) -> bool {
+    form.bytes().first() == Some(&VERSION_SMALL_CHARGES)
+}
 
 /// `len` rounded up to a multiple of 16: the capacity a small form is
 /// given, so that the next few records fit without a new block. The

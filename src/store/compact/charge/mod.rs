@@ -72,7 +72,7 @@ mod records;
 mod table;
 
 pub use build::RecordsBuilder;
-pub use table::{valid_request, Record, Records, Span};
+pub use table::{valid_request, Record, Records, Span, SMALL_CHARGES};
 
 #[cfg(test)]
 mod tests;

@@ -181,7 +181,7 @@ impl Chunked {
                 ..Chunked::default()
             }
         } else {
-            Self::decode_with(bytes, Builder::with(spare, lists)).unwrap_or_default()
+            Self::decode_with(bytes, Builder::with(spare, lists), true).unwrap_or_default()
         };
         self.stash = stash;
     }
@@ -196,23 +196,39 @@ impl Chunked {
     /// Appends the encoding to `out`: the runs in the canonical order.
     /// Version 1 without charge records, 2 with them.
     pub(in crate::store::compact) fn encode_into(&self, out: &mut Vec<u8>) {
+        self.write(out, false)
+    }
+
+    /// Appends a small log's form in memory to `out`: the encoding, but
+    /// with charge records under version [`VERSION_SMALL_CHARGES`] (their
+    /// scores relative to the first run's, see `codec.rs`). Never carried
+    /// out of the process: [`CompactLog::encode`] writes version 2.
+    ///
+    /// [`CompactLog::encode`]: super::super::log::CompactLog::encode
+    pub(in crate::store::compact) fn encode_small_into(&self, out: &mut Vec<u8>) {
+        self.write(out, true)
+    }
+
+    fn write(&self, out: &mut Vec<u8>, small: bool) {
         let records = self.records.as_deref().filter(|r| !r.is_empty());
-        let version = if records.is_some() {
-            VERSION_CHARGES
-        } else {
-            VERSION
+        let version = match (records.is_some(), small) {
+            (false, _) => VERSION,
+            (true, false) => VERSION_CHARGES,
+            (true, true) => VERSION_SMALL_CHARGES,
         };
         write_header_of(out, version, self.expire_at_ms, self.runs);
         let mut state: Option<(i64, i64)> = None;
+        let mut base = 0i64;
         self.for_each_run(|r| {
             let (score, expected) = state.get_or_insert_with(|| {
                 put_varint(out, zigzag(r.score));
+                base = r.score;
                 (r.score, 1i64)
             });
             put_run(out, score, expected, r);
         });
         if let Some(records) = records {
-            put_records(out, records.len(), records.iter());
+            put_records(out, records.len(), records.iter(), small.then_some(base));
         }
     }
 
@@ -220,12 +236,25 @@ impl Chunked {
     /// holds every invariant and bound, or why not. It holds nothing but
     /// the log it builds (no list of every run).
     pub fn decode(bytes: &[u8]) -> Result<Chunked, DecodeError> {
-        Self::decode_with(bytes, Builder::new())
+        Self::decode_with(bytes, Builder::new(), false)
     }
 
-    fn decode_with(bytes: &[u8], mut b: Builder) -> Result<Chunked, DecodeError> {
+    /// Decodes a small log's form in memory (the module's own bytes, see
+    /// [`Chunked::encode_small_into`]), checked as [`Chunked::decode`]
+    /// checks any bytes.
+    pub(in crate::store::compact) fn decode_small(bytes: &[u8]) -> Result<Chunked, DecodeError> {
+        Self::decode_with(bytes, Builder::new(), true)
+    }
+
+    /// `own`: the bytes may be a small form in memory (version
+    /// [`VERSION_SMALL_CHARGES`]), which bytes from outside may not.
+    fn decode_with(bytes: &[u8], mut b: Builder, own: bool) -> Result<Chunked, DecodeError> {
         let mut r = Reader { bytes, at: 0 };
-        let header = read_header(&mut r)?;
+        let header = if own {
+            read_own_header(&mut r)?
+        } else {
+            read_header(&mut r)?
+        };
         let n = header.runs;
         if n > MAX_RUNS {
             return Err(DecodeError::Bound(Bound::Runs));
@@ -236,8 +265,11 @@ impl Chunked {
         if n > left {
             return Err(DecodeError::Truncated);
         }
+        // The first run's score: the base of a small form's record scores.
+        let mut base = 0i64;
         if n > 0 {
             let mut score = unzigzag(r.varint()?);
+            base = score;
             let mut expected = 1i64;
             for _ in 0..n {
                 let run = read_run(&mut r, &mut score, &mut expected)?;
@@ -246,14 +278,17 @@ impl Chunked {
         }
         // A version 2 payload: the charge records, each checked as it is
         // read (bounds, order), then all against the log in one pass.
-        let records = if header.version == VERSION_CHARGES {
+        let records = if header.version != VERSION {
+            let base = (header.version == VERSION_SMALL_CHARGES).then_some(base);
             let n = read_record_count(&mut r)?;
             let mut records = RecordsBuilder::default();
             for _ in 0..n {
-                records.push(read_record(&mut r)?).map_err(|b| match b {
-                    Some(b) => DecodeError::Bound(b),
-                    None => DecodeError::Invalid,
-                })?;
+                records
+                    .push(read_record(&mut r, base)?)
+                    .map_err(|b| match b {
+                        Some(b) => DecodeError::Bound(b),
+                        None => DecodeError::Invalid,
+                    })?;
             }
             Some(records.finish().map_err(|()| DecodeError::Invalid)?)
         } else {
