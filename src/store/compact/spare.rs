@@ -138,7 +138,12 @@ pub(super) fn small_form(c: &Chunked) -> Option<SmallForm> {
 /// bytes; a log whose records take more (runs of ids by the dozen) stays in
 /// chunks. A log without charges never comes near it (its up to
 /// [`SMALL_RUNS`](super::small::SMALL_RUNS) runs take at most 821 bytes).
+#[cfg(not(any(test, feature = "fuzzing")))]
 pub(super) const SMALL_FORM_BYTES: usize = SPARE_BYTES;
+/// In the unit tests and the fuzz targets, 300: a few charges with long
+/// ids pass it (as [`SMALL_RUNS`](super::small::SMALL_RUNS) is 2 there).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(super) const SMALL_FORM_BYTES: usize = 300;
 
 fn small_form_cap(c: &Chunked) -> usize {
     if has_charges(c) {

@@ -144,6 +144,14 @@ impl Builder {
     }
 }
 
+/// Why the records builder refused a record.
+fn refused(b: Option<Bound>) -> DecodeError {
+    match b {
+        Some(b) => DecodeError::Bound(b),
+        None => DecodeError::Invalid,
+    }
+}
+
 impl Chunked {
     /// A log of `runs` (in score order, members unique).
     #[cfg(test)]
@@ -200,9 +208,9 @@ impl Chunked {
     }
 
     /// Appends a small log's form in memory to `out`: the encoding, but
-    /// with charge records under version [`VERSION_SMALL_CHARGES`] (their
-    /// scores relative to the first run's, see `codec.rs`). Never carried
-    /// out of the process: [`CompactLog::encode`] writes version 2.
+    /// with charge records under version [`VERSION_SMALL_CHARGES`] (in the
+    /// tighter form of `codec.rs`'s `put_small_records`). Never carried out
+    /// of the process: [`CompactLog::encode`] writes version 2.
     ///
     /// [`CompactLog::encode`]: super::super::log::CompactLog::encode
     pub(in crate::store::compact) fn encode_small_into(&self, out: &mut Vec<u8>) {
@@ -218,17 +226,20 @@ impl Chunked {
         };
         write_header_of(out, version, self.expire_at_ms, self.runs);
         let mut state: Option<(i64, i64)> = None;
-        let mut base = 0i64;
         self.for_each_run(|r| {
             let (score, expected) = state.get_or_insert_with(|| {
                 put_varint(out, zigzag(r.score));
-                base = r.score;
                 (r.score, 1i64)
             });
             put_run(out, score, expected, r);
         });
-        if let Some(records) = records {
-            put_records(out, records.len(), records.iter(), small.then_some(base));
+        match records {
+            Some(records) if small => {
+                let mut all: Vec<Record> = records.iter().collect();
+                put_small_records(out, &mut all)
+            }
+            Some(records) => put_records(out, records.len(), records.iter()),
+            None => {}
         }
     }
 
@@ -265,11 +276,8 @@ impl Chunked {
         if n > left {
             return Err(DecodeError::Truncated);
         }
-        // The first run's score: the base of a small form's record scores.
-        let mut base = 0i64;
         if n > 0 {
             let mut score = unzigzag(r.varint()?);
-            base = score;
             let mut expected = 1i64;
             for _ in 0..n {
                 let run = read_run(&mut r, &mut score, &mut expected)?;
@@ -278,26 +286,49 @@ impl Chunked {
         }
         // A version 2 payload: the charge records, each checked as it is
         // read (bounds, order), then all against the log in one pass.
-        let records = if header.version != VERSION {
-            let base = (header.version == VERSION_SMALL_CHARGES).then_some(base);
+        let records = if header.version == VERSION_CHARGES {
             let n = read_record_count(&mut r)?;
             let mut records = RecordsBuilder::default();
             for _ in 0..n {
-                records
-                    .push(read_record(&mut r, base)?)
-                    .map_err(|b| match b {
-                        Some(b) => DecodeError::Bound(b),
-                        None => DecodeError::Invalid,
-                    })?;
+                records.push(read_record(&mut r)?).map_err(refused)?;
             }
             Some(records.finish().map_err(|()| DecodeError::Invalid)?)
         } else {
             None
         };
+        // A small form's records, to the end; their scores found below.
+        let mut small = Vec::new();
+        if header.version == VERSION_SMALL_CHARGES {
+            let mut expected = 1i64;
+            while r.at < bytes.len() {
+                if small.len() >= MAX_CHARGES {
+                    return Err(DecodeError::Bound(Bound::Charges));
+                }
+                small.push(read_small_record(&mut r, &mut expected)?);
+            }
+            if small.is_empty() {
+                return Err(DecodeError::Invalid);
+            }
+            // In request id order, as the records builder takes them.
+            small.sort_unstable_by(|a, b| a.request.cmp(&b.request));
+        }
         if r.at != bytes.len() {
             return Err(DecodeError::Trailing);
         }
         let mut log = b.finish(header.expire_at_ms)?;
+        let records = if small.is_empty() {
+            records
+        } else {
+            // Each charge scored as the entry of its first unit (all its
+            // units are checked against the log below, as for version 2).
+            let mut records = RecordsBuilder::default();
+            for mut record in small {
+                let first = record.spans.first().ok_or(DecodeError::Invalid)?.first;
+                record.score = log.run_holding(first).ok_or(DecodeError::Invalid)?.score;
+                records.push(record).map_err(refused)?;
+            }
+            Some(records.finish().map_err(|()| DecodeError::Invalid)?)
+        };
         if let Some(records) = records {
             if !log.holds_units_of(&records) {
                 return Err(DecodeError::Invalid);
