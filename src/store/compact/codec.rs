@@ -12,6 +12,11 @@
 //!            varint(spans 1..=MAX_CHARGE_SPANS) span{spans}
 //! span    := varint(first member) varint(count - 1)
 //! ```
+//!
+//! A small log holding charges is kept in memory as version 1's bytes then
+//! its records in a tighter form, under the version byte
+//! [`VERSION_SMALL_CHARGES`] (see [`put_small_records`]): never written
+//! where bytes leave the process, never read from there.
 
 use super::bounds::{Bound, MAX_CHARGES, MAX_CHARGE_SPANS, MAX_REQUEST_ID, MAX_SCORE};
 use super::charge::{Record, Span};

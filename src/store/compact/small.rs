@@ -16,6 +16,11 @@
 //! [`INLINE`] bytes (a `limit 5` key: one 24-byte block in all), else in a
 //! block of their own. The summary is the command's, never stored (see
 //! `log.rs`'s `Hold`).
+//!
+//! A small log with charges made with an ID (at most
+//! [`SMALL_CHARGES`](super::charge::SMALL_CHARGES)) is a small form too,
+//! version [`VERSION_SMALL_CHARGES`] (see `codec.rs`): [`scan`] does not
+//! read it, so a command holds it as chunks and writes it back at the end.
 
 use super::bounds::MAX_SCORE;
 use super::codec::{
