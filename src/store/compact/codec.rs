@@ -19,7 +19,7 @@
 //! where bytes leave the process, never read from there.
 
 use super::bounds::{Bound, MAX_CHARGES, MAX_CHARGE_SPANS, MAX_REQUEST_ID, MAX_SCORE};
-use super::charge::{Record, Span};
+use super::charge::{Record, Records, SmallRecords, Span};
 use super::run::Run;
 
 /// The version byte of a log without charge records (the small form's
@@ -341,27 +341,23 @@ pub(super) fn read_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
 /// COST 1 with an id of up to 16 bytes takes its id and one byte. No
 /// score: a charge's units are entries of the log at its score (the loader
 /// checks it of every payload and every change keeps it), so it is the
-/// score of the run holding its first unit.
-pub(super) fn put_small_records(out: &mut impl Sink, records: &mut [Record]) {
-    records.sort_unstable_by_key(|r| r.spans.first().map_or(0, |s| s.first));
+/// score of the run holding its first unit. `false`, nothing written, for
+/// more than [`SMALL_CHARGES`](super::charge::SMALL_CHARGES) records (no
+/// small form holds them).
+pub(super) fn put_small_records(out: &mut impl Sink, records: &Records) -> bool {
     let mut expected = 1i64;
-    for r in records.iter() {
-        let Some((head, rest)) = r.spans.split_first() else {
-            continue;
-        };
+    records.each_by_member(|request, head, rest| {
         let several = !rest.is_empty();
         let one = !several && head.count == 1;
         let follows = head.first == expected;
-        let len = r.request.len().saturating_sub(1) as u64;
+        let len = request.len().saturating_sub(1) as u64;
         put_varint(
             out,
             len << 3 | u64::from(several) << 2 | u64::from(one) << 1 | u64::from(follows),
         );
-        for &b in r.request.iter() {
-            out.push(b);
-        }
+        out.push_all(request);
         if several {
-            put_varint(out, r.spans.len() as u64);
+            put_varint(out, rest.len().saturating_add(1) as u64);
         }
         if !follows {
             put_varint(out, u64::try_from(head.first).unwrap_or(0));
@@ -374,63 +370,93 @@ pub(super) fn put_small_records(out: &mut impl Sink, records: &mut [Record]) {
             put_varint(out, s.count.saturating_sub(1));
         }
         expected = head.last().saturating_add(1);
-    }
+    })
 }
 
-/// Reads one record [`put_small_records`] wrote after a record whose first
-/// span ended before `expected` (1 for the first), every value checked
-/// against its range and bound, and moves `expected` past it; its score is
-/// left 0 (the caller finds it in the log).
-pub(super) fn read_small_record(
+/// Reads the records [`put_small_records`] wrote, from `r` to the end of
+/// its bytes, straight into a table: every value checked against its range
+/// and bound, at most [`SMALL_CHARGES`](super::charge::SMALL_CHARGES) of
+/// them: each scored `score_of(its first span)`, which is `None` unless
+/// the log holds every member of the span at one score, and refused unless
+/// `covers(span, score)` for each further span.
+pub(super) fn read_small_records(
     r: &mut Reader<'_>,
-    expected: &mut i64,
-) -> Result<Record, DecodeError> {
-    let tag = r.varint()?;
-    let (several, one, follows) = (tag & 4 != 0, tag & 2 != 0, tag & 1 != 0);
-    let len = (tag >> 3).saturating_add(1);
-    if len > MAX_REQUEST_ID as u64 {
-        return Err(DecodeError::Bound(Bound::RequestId));
-    }
-    if several && one {
-        return Err(DecodeError::Invalid);
-    }
-    let len = usize::try_from(len).map_err(|_| DecodeError::Range)?;
-    let end = r.at.checked_add(len).ok_or(DecodeError::Truncated)?;
-    let request: Box<[u8]> = r.bytes.get(r.at..end).ok_or(DecodeError::Truncated)?.into();
-    r.at = end;
-    let n = if several { r.varint()? } else { 1 };
-    if n < 1 || (several && n < 2) {
-        return Err(DecodeError::Invalid);
-    }
-    if n > MAX_CHARGE_SPANS as u64 {
-        return Err(DecodeError::Bound(Bound::ChargeSpans));
-    }
-    let mut spans = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
-    for k in 0..n {
-        let first = if k == 0 && follows {
-            *expected
+    score_of: impl Fn(Span) -> Option<i64>,
+    covers: impl Fn(Span, i64) -> bool,
+) -> Result<Records, DecodeError> {
+    let left = r.bytes.len().saturating_sub(r.at);
+    let mut records = SmallRecords::with_capacity(left);
+    let mut expected = 1i64;
+    let mut any = false;
+    while r.at < r.bytes.len() {
+        let tag = r.varint()?;
+        let (several, one, follows) = (tag & 4 != 0, tag & 2 != 0, tag & 1 != 0);
+        let len = (tag >> 3).saturating_add(1);
+        if len > MAX_REQUEST_ID as u64 {
+            return Err(DecodeError::Bound(Bound::RequestId));
+        }
+        if several && one {
+            return Err(DecodeError::Invalid);
+        }
+        let len = usize::try_from(len).map_err(|_| DecodeError::Range)?;
+        let end = r.at.checked_add(len).ok_or(DecodeError::Truncated)?;
+        let request = r.bytes.get(r.at..end).ok_or(DecodeError::Truncated)?;
+        r.at = end;
+        let n = if several { r.varint()? } else { 1 };
+        if n < 1 || (several && n < 2) {
+            return Err(DecodeError::Invalid);
+        }
+        if n > MAX_CHARGE_SPANS as u64 {
+            return Err(DecodeError::Bound(Bound::ChargeSpans));
+        }
+        let first = if follows {
+            expected
         } else {
             i64::try_from(r.varint()?).map_err(|_| DecodeError::Range)?
         };
-        let more = if k == 0 && one {
+        let more = if one {
             0
         } else {
             i64::try_from(r.varint()?).map_err(|_| DecodeError::Range)?
         };
-        let last = first.checked_add(more).ok_or(DecodeError::Range)?;
-        if k == 0 {
-            *expected = last.saturating_add(1);
-        }
-        spans.push(Span {
+        let head = Span {
             first,
             count: (more as u64).saturating_add(1),
-        });
+        };
+        first.checked_add(more).ok_or(DecodeError::Range)?;
+        expected = head.last().saturating_add(1);
+        let score = score_of(head).ok_or(DecodeError::Invalid)?;
+        let pushed = if several {
+            // A charge of several runs of ids (rare): a list for them.
+            let mut spans = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
+            spans.push(head);
+            for _ in 1..n {
+                let first = i64::try_from(r.varint()?).map_err(|_| DecodeError::Range)?;
+                let more = i64::try_from(r.varint()?).map_err(|_| DecodeError::Range)?;
+                first.checked_add(more).ok_or(DecodeError::Range)?;
+                let span = Span {
+                    first,
+                    count: (more as u64).saturating_add(1),
+                };
+                if !covers(span, score) {
+                    return Err(DecodeError::Invalid);
+                }
+                spans.push(span);
+            }
+            records.push(request, score, &spans)
+        } else {
+            records.push(request, score, std::slice::from_ref(&head))
+        };
+        pushed.map_err(|b| match b {
+            Some(b) => DecodeError::Bound(b),
+            None => DecodeError::Invalid,
+        })?;
+        any = true;
     }
-    Ok(Record {
-        request,
-        score: 0,
-        spans,
-    })
+    if !any {
+        return Err(DecodeError::Invalid);
+    }
+    Ok(records.finish())
 }
 
 pub(super) fn zigzag(v: i64) -> u64 {
@@ -444,11 +470,21 @@ pub(super) fn unzigzag(v: u64) -> i64 {
 /// Where bytes are written: a block, or a few bytes on the stack.
 pub(super) trait Sink {
     fn push(&mut self, b: u8);
+
+    fn push_all(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.push(b);
+        }
+    }
 }
 
 impl Sink for Vec<u8> {
     fn push(&mut self, b: u8) {
         Vec::push(self, b);
+    }
+
+    fn push_all(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
     }
 }
 

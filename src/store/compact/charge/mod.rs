@@ -76,7 +76,7 @@ mod index;
 mod records;
 mod table;
 
-pub use build::RecordsBuilder;
+pub use build::{RecordsBuilder, SmallRecords};
 pub use table::{valid_request, Record, Records, Span, SMALL_CHARGES};
 
 #[cfg(test)]

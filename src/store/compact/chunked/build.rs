@@ -219,6 +219,8 @@ impl Chunked {
 
     fn write(&self, out: &mut Vec<u8>, small: bool) {
         let records = self.records.as_deref().filter(|r| !r.is_empty());
+        // A small form only of what it holds (the callers check first).
+        let small = small && records.is_some_and(|r| r.len() <= SMALL_CHARGES);
         let version = match (records.is_some(), small) {
             (false, _) => VERSION,
             (true, false) => VERSION_CHARGES,
@@ -235,12 +237,29 @@ impl Chunked {
         });
         match records {
             Some(records) if small => {
-                let mut all: Vec<Record> = records.iter().collect();
-                put_small_records(out, &mut all)
+                put_small_records(out, records);
             }
             Some(records) => put_records(out, records.len(), records.iter()),
             None => {}
         }
+    }
+
+    /// The score of members `span`, when the log holds them all at one
+    /// score: each step moves past a run (the one holding the next member
+    /// needed), the first usually all of it.
+    fn score_of_span(&self, span: Span) -> Option<i64> {
+        let last = span.last();
+        let run = self.run_holding(span.first)?;
+        let mut covered = run.last();
+        while covered < last {
+            // `covered < last`: no overflow; the run holding the next
+            // member ends past `covered`.
+            let next = self
+                .run_holding(covered.saturating_add(1))
+                .filter(|r| r.score == run.score)?;
+            covered = next.last();
+        }
+        Some(run.score)
     }
 
     /// Decodes bytes from anywhere (RDB, RESTORE, a client): a log that
@@ -296,39 +315,25 @@ impl Chunked {
         } else {
             None
         };
-        // A small form's records, to the end; their scores found below.
-        let mut small = Vec::new();
-        if header.version == VERSION_SMALL_CHARGES {
-            let mut expected = 1i64;
-            while r.at < bytes.len() {
-                if small.len() >= MAX_CHARGES {
-                    return Err(DecodeError::Bound(Bound::Charges));
-                }
-                small.push(read_small_record(&mut r, &mut expected)?);
-            }
-            if small.is_empty() {
-                return Err(DecodeError::Invalid);
-            }
-            // In request id order, as the records builder takes them.
-            small.sort_unstable_by(|a, b| a.request.cmp(&b.request));
+        // A small form's records, to the end: read once the log is built
+        // (each is scored as the entry of its first unit).
+        let small_at = (header.version == VERSION_SMALL_CHARGES).then_some(r.at);
+        if small_at.is_some() {
+            r.at = bytes.len();
         }
         if r.at != bytes.len() {
             return Err(DecodeError::Trailing);
         }
         let mut log = b.finish(header.expire_at_ms)?;
-        let records = if small.is_empty() {
-            records
-        } else {
-            // Each charge scored as the entry of its first unit (all its
-            // units are checked against the log below, as for version 2).
-            let mut records = RecordsBuilder::default();
-            for mut record in small {
-                let first = record.spans.first().ok_or(DecodeError::Invalid)?.first;
-                record.score = log.run_holding(first).ok_or(DecodeError::Invalid)?.score;
-                records.push(record).map_err(refused)?;
-            }
-            Some(records.finish().map_err(|()| DecodeError::Invalid)?)
-        };
+        if let Some(at) = small_at {
+            // Every unit an entry at its record's score, checked as read.
+            let records = read_small_records(
+                &mut Reader { bytes, at },
+                |span| log.score_of_span(span),
+                |span, score| log.score_of_span(span) == Some(score),
+            )?;
+            log.records = Some(Box::new(records));
+        }
         if let Some(records) = records {
             if !log.holds_units_of(&records) {
                 return Err(DecodeError::Invalid);
