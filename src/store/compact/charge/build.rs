@@ -99,6 +99,9 @@ impl RecordsBuilder {
 /// against the log).
 pub struct SmallRecords {
     records: Records,
+    /// While every record so far is one span, each after the one before
+    /// (the order the small form writes): the last member of the last.
+    ordered_end: Option<i64>,
 }
 
 impl SmallRecords {
@@ -111,6 +114,7 @@ impl SmallRecords {
                 ids: Vec::with_capacity(id_bytes),
                 ..Records::default()
             },
+            ordered_end: Some(-1),
         }
     }
 
@@ -135,24 +139,30 @@ impl SmallRecords {
         if r.live >= SMALL_CHARGES {
             return Err(None);
         }
-        // At most SMALL_CHARGES records of at most MAX_CHARGE_SPANS spans:
-        // every pair looked at is a bounded number.
-        let meets = |a: &Span, b: &Span| a.first <= b.last() && b.first <= a.last();
-        for (i, a) in spans.iter().enumerate() {
-            if spans
-                .get(i + 1..)
-                .is_some_and(|later| later.iter().any(|b| meets(a, b)))
-            {
-                return Err(None);
-            }
+        if r.slots.iter().any(|s| r.request_of(s) == request) {
+            return Err(None);
         }
-        for s in &r.slots {
-            if r.request_of(s) == request || spans.iter().any(|b| meets(&s.span, b)) {
-                return Err(None);
+        // Disjoint from every span so far: in order, after the last one;
+        // else every pair looked at (at most SMALL_CHARGES records of at
+        // most MAX_CHARGE_SPANS spans: a bounded number).
+        match self.ordered_end {
+            Some(end) if rest.is_empty() && first.first > end => {
+                self.ordered_end = Some(first.last());
             }
-            for h in r.extras_of(s) {
-                if spans.iter().any(|b| meets(h, b)) {
-                    return Err(None);
+            _ => {
+                self.ordered_end = None;
+                let meets = |a: &Span, b: &Span| a.first <= b.last() && b.first <= a.last();
+                for (i, a) in spans.iter().enumerate() {
+                    let later = spans.get(i + 1..).unwrap_or(&[]);
+                    if later.iter().any(|b| meets(a, b)) {
+                        return Err(None);
+                    }
+                }
+                for s in &r.slots {
+                    let mut held = std::iter::once(&s.span).chain(r.extras_of(s));
+                    if held.any(|h| spans.iter().any(|b| meets(h, b))) {
+                        return Err(None);
+                    }
                 }
             }
         }

@@ -656,3 +656,55 @@ fn charges_of_many_bytes_stay_in_chunks() {
         );
     }
 }
+
+/// The small form's records builder refuses what the loader refuses: an
+/// id twice, units of two charges that meet (in the written order or
+/// not), more than [`SMALL_CHARGES`] records, a bad id or span count.
+#[test]
+fn small_records_refuse_what_the_loader_refuses() {
+    let span = |first, count| Span { first, count };
+    let mut b = SmallRecords::with_capacity(64);
+    assert_eq!(b.push(b"a", 5, &[span(1, 2)]), Ok(()));
+    assert_eq!(b.push(b"a", 5, &[span(9, 1)]), Err(None), "an id twice");
+    assert_eq!(
+        b.push(b"b", 5, &[span(2, 1)]),
+        Err(None),
+        "meets, out of order"
+    );
+    assert_eq!(b.push(b"b", 5, &[span(3, 1)]), Ok(()));
+    assert_eq!(b.push(b"", 5, &[span(20, 1)]), Err(Some(Bound::RequestId)));
+    assert_eq!(b.push(b"c", 5, &[]), Err(None));
+    // Several spans: each pair looked at.
+    assert_eq!(
+        b.push(b"c", 5, &[span(10, 1), span(3, 1)]),
+        Err(None),
+        "a further span meets"
+    );
+    assert_eq!(
+        b.push(b"c", 5, &[span(10, 2), span(11, 1)]),
+        Err(None),
+        "its own spans meet"
+    );
+    assert_eq!(b.push(b"c", 5, &[span(10, 1), span(12, 1)]), Ok(()));
+    assert_eq!(b.push(b"d", 5, &[span(11, 1)]), Ok(()));
+    assert_eq!(
+        b.push(b"e", 5, &[span(12, 1)]),
+        Err(None),
+        "meets a further span"
+    );
+    let many = vec![span(100, 1); MAX_CHARGE_SPANS + 1];
+    assert_eq!(b.push(b"e", 5, &many), Err(Some(Bound::ChargeSpans)));
+    let mut b = SmallRecords::with_capacity(64);
+    for i in 0..SMALL_CHARGES {
+        assert_eq!(
+            b.push(&[b'a' + i as u8], 5, &[span(i as i64 * 2, 1)]),
+            Ok(())
+        );
+    }
+    assert_eq!(
+        b.push(b"z", 5, &[span(100, 1)]),
+        Err(None),
+        "past SMALL_CHARGES"
+    );
+    assert_eq!(b.finish().len(), SMALL_CHARGES);
+}
