@@ -1658,6 +1658,7 @@ fn few_charges(flavor: Flavor) {
         assert_eq!(check(&mut c, &format!("request-{i:08}")), 1);
     }
     let small = memory_usage(&mut c, k);
+    assert!(small < 256, "five charges in one block: {small} B");
     same(&master, &replica, "five charges");
     // DEBUG RELOAD and DUMP/RESTORE keep it, charges and all.
     let before = digest_value(&mut c, k);

@@ -483,7 +483,7 @@ impl Held<'_> {
             hold.small = small::scan(b.bytes());
             if hold.small.is_none() {
                 // A small form with charge records: held as chunks.
-                self.to_chunks();
+                self.hold_as_chunks();
             }
         }
     }
@@ -495,11 +495,11 @@ impl Held<'_> {
         if self.hold.small.take().is_none() {
             return;
         }
-        self.to_chunks();
+        self.hold_as_chunks();
     }
 
     /// A small log held, held as chunks from now on (see [`Held::promote`]).
-    fn to_chunks(&mut self) {
+    fn hold_as_chunks(&mut self) {
         if let Repr::Small(b) = &mut self.log.repr {
             let small = std::mem::replace(b, SmallForm::EMPTY);
             let mut c = spare_chunked();
