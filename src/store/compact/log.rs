@@ -482,7 +482,7 @@ impl Held<'_> {
             }
             hold.small = small::scan(b.bytes());
             if hold.small.is_none() {
-                // A small form with charge records: held as chunks.
+                // Not read in place (not reached: every small form is).
                 self.hold_as_chunks();
             }
         }
@@ -583,15 +583,32 @@ pub struct Raised {
 }
 
 /// The charges made with an ID (see `charge/`): a small log with charges
-/// is held as chunks by a command (its small form is version
-/// [`VERSION_SMALL_CHARGES`](super::codec::VERSION_SMALL_CHARGES), which
-/// the in-place changes of `small.rs` do not read), and goes back to its
-/// small form at the end while it holds at most
+/// (version [`VERSION_SMALL_CHARGES`](super::codec::VERSION_SMALL_CHARGES))
+/// takes the in-place changes of `small.rs` that leave its charges alone
+/// (an entry added after the others, the expiry, a trim that removes
+/// nothing); anything that reads or changes a charge holds it as chunks,
+/// and it goes back to its small form at the end while it holds at most
 /// [`SMALL_CHARGES`](super::charge::SMALL_CHARGES) charges.
 impl Held<'_> {
-    /// The charge under `request`: its score and units.
-    pub fn charge_of(&self, request: &[u8]) -> Option<(i64, u64)> {
+    /// The charge under `request`: its score and units (a small form with
+    /// charges held as chunks from now on: its records are read once).
+    pub fn charge_of(&mut self, request: &[u8]) -> Option<(i64, u64)> {
+        self.promote_charges();
         self.log.charge_of(request)
+    }
+
+    /// The number of charges (see [`Held::charge_of`]).
+    pub fn charge_count(&mut self) -> usize {
+        self.promote_charges();
+        self.log.charge_count()
+    }
+
+    /// A small form with charges held in place: held as chunks from now on
+    /// (the records are read there, see `small.rs`).
+    fn promote_charges(&mut self) {
+        if self.hold.small.is_some_and(|s| s.charges) {
+            self.promote();
+        }
     }
 
     /// Adds `n` units to the charge under `request` (made when missing,
@@ -649,6 +666,7 @@ impl Held<'_> {
     /// rest removed (none: the charge goes); how many entries it removed,
     /// or the bound it would pass (nothing changed).
     pub fn cut_charge(&mut self, request: &[u8], keep: u64) -> Result<u64, Bound> {
+        self.promote_charges();
         if self
             .log
             .charge_of(request)
@@ -672,6 +690,9 @@ impl WindowLog for Held<'_> {
                 return Ok(removed);
             }
         }
+        // Not done in place (a small form's runs leaving with charges):
+        // held as chunks.
+        self.promote();
         // Nothing to trim: no rewrite.
         if self.log.view().oldest_score().is_none_or(|s| s > cutoff_ms) {
             return Ok(0);

@@ -19,8 +19,10 @@
 //!
 //! A small log with charges made with an ID (at most
 //! [`SMALL_CHARGES`](super::charge::SMALL_CHARGES)) is a small form too,
-//! version [`VERSION_SMALL_CHARGES`] (see `codec.rs`): [`scan`] does not
-//! read it, so a command holds it as chunks and writes it back at the end.
+//! version [`VERSION_SMALL_CHARGES`] (see `codec.rs`): its runs change in
+//! place as above, its records after them untouched, as long as the
+//! change leaves every charge alone (a trim that removes a run falls back
+//! to the chunks, which drop the charges that went with it).
 
 use super::bounds::MAX_SCORE;
 use super::codec::{
@@ -246,6 +248,13 @@ pub(super) struct Summary {
     max_id: i64,
     /// Whether an expiry is set.
     expires: bool,
+    /// Where the runs end: the end of the bytes, or where the charge
+    /// records of a form with charges start (version
+    /// [`VERSION_SMALL_CHARGES`]: the records stay as they are while the
+    /// runs change in place, their units untouched).
+    end: usize,
+    /// Whether the form holds charge records.
+    pub(super) charges: bool,
 }
 
 /// Up to 64 bytes on the stack: a header or a record being written.
@@ -282,9 +291,11 @@ impl Sink for Stack {
 /// chunked path, which does its own checks).
 pub(super) fn scan(bytes: &[u8]) -> Option<Summary> {
     let mut r = Reader { bytes, at: 0 };
-    if r.byte().ok()? != VERSION {
-        return None;
-    }
+    let charges = match r.byte().ok()? {
+        VERSION => false,
+        VERSION_SMALL_CHARGES => true,
+        _ => return None,
+    };
     let expires = match r.byte().ok()? {
         0 => false,
         1 => {
@@ -312,9 +323,11 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Summary> {
         shares_top: false,
         max_id: -1,
         expires,
+        end: r.at,
+        charges,
     };
     if runs == 0 {
-        return (r.at == bytes.len()).then_some(s);
+        return (r.at == bytes.len() && !charges).then_some(s);
     }
     // A small form holds at most SMALL_RUNS runs; the bound only keeps a
     // scan short whatever the bytes say.
@@ -355,9 +368,12 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Summary> {
         s.entries = s.entries.checked_add(run.count)?;
         s.max_id = s.max_id.max(run.last());
     }
-    if r.at != bytes.len() {
+    // A form with charges has its records after the runs (read by the
+    // chunked path only).
+    if (r.at < bytes.len()) != charges || r.at > bytes.len() {
         return None;
     }
+    s.end = r.at;
     s.shares_top = prev_score == Some(s.last.score);
     Some(s)
 }
@@ -367,6 +383,11 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Summary> {
 pub(super) fn trim(bytes: &mut SmallForm, s: &mut Summary, cutoff_ms: i64) -> Option<u64> {
     if s.runs == 0 || s.first_score > cutoff_ms {
         return Some(0);
+    }
+    // Runs leaving a form with charges may take charges with them: the
+    // chunked path drops their records.
+    if s.charges {
+        return None;
     }
     let mut r = Reader {
         bytes: bytes.bytes(),
@@ -451,8 +472,9 @@ pub(super) fn add(bytes: &mut SmallForm, s: &mut Summary, now_ms: i64, id: i64) 
         let mut rec = Stack::new();
         let (mut sc, mut ex) = s.before_last;
         put_run(&mut rec, &mut sc, &mut ex, joined);
-        let old_len = bytes.len().checked_sub(s.last_at)?;
+        let old_len = s.end.checked_sub(s.last_at)?;
         bytes.splice(s.last_at, old_len, rec.bytes())?;
+        s.end = s.last_at.checked_add(rec.bytes().len())?;
         s.last = joined;
     } else {
         if s.runs >= SMALL_RUNS as u64 {
@@ -464,7 +486,7 @@ pub(super) fn add(bytes: &mut SmallForm, s: &mut Summary, now_ms: i64, id: i64) 
         put_run(&mut rec, &mut sc, &mut ex, run);
         // The record at the end, then the run count (one more): only the
         // count's own bytes are replaced (the first score follows them).
-        let end = bytes.len();
+        let end = s.end;
         let mut n = Stack::new();
         put_varint(&mut n, s.runs + 1);
         let n_len = usize::try_from(varint_len(s.runs)).ok()?;
@@ -478,6 +500,7 @@ pub(super) fn add(bytes: &mut SmallForm, s: &mut Summary, now_ms: i64, id: i64) 
             return None;
         }
         s.rec_at = rec_at;
+        s.end = last_at.checked_add(rec.bytes().len())?;
         s.shares_top = s.last.score == now_ms;
         s.before_last = before;
         s.last_at = last_at;
@@ -501,6 +524,7 @@ pub(super) fn set_expiry(bytes: &mut SmallForm, s: &mut Summary, at_ms: i64) -> 
     s.n_at = s.n_at.checked_add_signed(shift)?;
     s.rec_at = s.rec_at.checked_add_signed(shift)?;
     s.last_at = s.last_at.checked_add_signed(shift)?;
+    s.end = s.end.checked_add_signed(shift)?;
     s.expires = true;
     Some(())
 }

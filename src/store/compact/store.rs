@@ -249,7 +249,7 @@ impl<'c> CompactStore<'c> {
         // Held: a small log with charges is read once for the command.
         Ok(self
             .held()?
-            .and_then(|h| h.charge_of(request))
+            .and_then(|mut h| h.charge_of(request))
             .map(|(score, units)| (score as f64, units)))
     }
 
@@ -466,7 +466,7 @@ impl WindowLog for CompactStore<'_> {
     }
 
     fn may_charge(&mut self) -> Result<(), Self::Error> {
-        let held = self.held()?.map_or(0, |h| h.log.charge_count());
+        let held = self.held()?.map_or(0, |mut h| h.charge_count());
         if held >= crate::config::max_charges_per_key() {
             return Err(CallError::Refused(MAX_CHARGES_REFUSAL));
         }

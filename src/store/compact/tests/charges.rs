@@ -6,6 +6,7 @@ use super::super::bounds::*;
 use super::super::charge::*;
 use super::super::codec::*;
 use super::super::log::*;
+use super::super::small::has_charges as small_has_charges;
 use super::support::*;
 use crate::window::WindowLog;
 use crate::window::{self, Rule, Want};
@@ -707,4 +708,59 @@ fn small_records_refuse_what_the_loader_refuses() {
         "past SMALL_CHARGES"
     );
     assert_eq!(b.finish().len(), SMALL_CHARGES);
+}
+
+/// A CHECK without an ID on a small log with charges changes its runs in
+/// place (the summary kept, no chunks), the records after them as they
+/// were: the very bytes the chunked path writes. A trim that takes a run,
+/// or a question about a charge, goes through the chunks.
+#[test]
+fn a_check_without_id_leaves_the_charges_in_place() {
+    let base = 1_796_000_000_000i64;
+    let mut log = CompactLog::new();
+    let mut hold = Hold::default();
+    let req = |i: usize| format!("req-{i:012}").into_bytes();
+    for i in 0..SMALL_CHARGES {
+        log.add_charge_units(&req(i), base, 1).unwrap();
+    }
+    let own = |log: &CompactLog| match &log.repr {
+        Repr::Small(b) if small_has_charges(b) => b.bytes().to_vec(),
+        _ => panic!("not a small form with charges"),
+    };
+    let rule = Rule::new(100, 60_000);
+    // (Two runs: the unit tests' SMALL_RUNS.)
+    for t in [base, base + 3] {
+        hold.on(&mut log).expand();
+        let v = window::check(&mut hold.on(&mut log), t, &rule, Want::default()).unwrap();
+        assert!(v.allowed);
+        assert!(hold.small.is_some(), "held in place at {t}");
+        hold.settle(&mut log);
+        log.check().unwrap();
+        let mut written = Vec::new();
+        log.view().encode_small_into(&mut written);
+        assert_eq!(own(&log), written, "at {t}");
+    }
+    assert_eq!(log.charge_count(), SMALL_CHARGES);
+    // A question about a charge: through the chunks, the bytes unchanged.
+    let before = own(&log);
+    hold.on(&mut log).expand();
+    assert_eq!(hold.on(&mut log).charge_of(&req(2)), Some((base, 1)));
+    assert!(hold.small.is_none());
+    hold.settle(&mut log);
+    assert_eq!(own(&log), before);
+    // The window leaves the charges behind: the trim goes through the
+    // chunks, and the charges go with their entries.
+    hold.on(&mut log).expand();
+    let v = window::check(
+        &mut hold.on(&mut log),
+        base + 60_100,
+        &rule,
+        Want::default(),
+    )
+    .unwrap();
+    assert!(v.allowed);
+    hold.settle(&mut log);
+    log.check().unwrap();
+    assert_eq!(log.charge_count(), 0);
+    assert_eq!(log.encode()[0], VERSION);
 }
