@@ -251,8 +251,9 @@ pub(super) struct Summary {
     /// Where the runs end: the end of the bytes, or where the charge
     /// records of a form with charges start (version
     /// [`VERSION_SMALL_CHARGES`]: the records stay as they are while the
-    /// runs change in place, their units untouched).
-    end: usize,
+    /// runs change in place, their units untouched). 32 bits, beside the
+    /// flags: the summary lives in every command's store.
+    end: u32,
     /// Whether the form holds charge records.
     pub(super) charges: bool,
 }
@@ -323,7 +324,7 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Summary> {
         shares_top: false,
         max_id: -1,
         expires,
-        end: r.at,
+        end: u32::try_from(r.at).ok()?,
         charges,
     };
     if runs == 0 {
@@ -373,9 +374,14 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Summary> {
     if (r.at < bytes.len()) != charges || r.at > bytes.len() {
         return None;
     }
-    s.end = r.at;
+    s.end = u32::try_from(r.at).ok()?;
     s.shares_top = prev_score == Some(s.last.score);
     Some(s)
+}
+
+/// Where the runs of the summary's form end.
+fn runs_end(s: &Summary) -> Option<usize> {
+    usize::try_from(s.end).ok()
 }
 
 /// Removes every run scored at or below `cutoff_ms`; the entries removed.
@@ -472,9 +478,9 @@ pub(super) fn add(bytes: &mut SmallForm, s: &mut Summary, now_ms: i64, id: i64) 
         let mut rec = Stack::new();
         let (mut sc, mut ex) = s.before_last;
         put_run(&mut rec, &mut sc, &mut ex, joined);
-        let old_len = s.end.checked_sub(s.last_at)?;
+        let old_len = runs_end(s)?.checked_sub(s.last_at)?;
         bytes.splice(s.last_at, old_len, rec.bytes())?;
-        s.end = s.last_at.checked_add(rec.bytes().len())?;
+        s.end = u32::try_from(s.last_at.checked_add(rec.bytes().len())?).ok()?;
         s.last = joined;
     } else {
         if s.runs >= SMALL_RUNS as u64 {
@@ -486,7 +492,7 @@ pub(super) fn add(bytes: &mut SmallForm, s: &mut Summary, now_ms: i64, id: i64) 
         put_run(&mut rec, &mut sc, &mut ex, run);
         // The record at the end, then the run count (one more): only the
         // count's own bytes are replaced (the first score follows them).
-        let end = s.end;
+        let end = runs_end(s)?;
         let mut n = Stack::new();
         put_varint(&mut n, s.runs + 1);
         let n_len = usize::try_from(varint_len(s.runs)).ok()?;
@@ -500,7 +506,7 @@ pub(super) fn add(bytes: &mut SmallForm, s: &mut Summary, now_ms: i64, id: i64) 
             return None;
         }
         s.rec_at = rec_at;
-        s.end = last_at.checked_add(rec.bytes().len())?;
+        s.end = u32::try_from(last_at.checked_add(rec.bytes().len())?).ok()?;
         s.shares_top = s.last.score == now_ms;
         s.before_last = before;
         s.last_at = last_at;
@@ -524,7 +530,7 @@ pub(super) fn set_expiry(bytes: &mut SmallForm, s: &mut Summary, at_ms: i64) -> 
     s.n_at = s.n_at.checked_add_signed(shift)?;
     s.rec_at = s.rec_at.checked_add_signed(shift)?;
     s.last_at = s.last_at.checked_add_signed(shift)?;
-    s.end = s.end.checked_add_signed(shift)?;
+    s.end = u32::try_from(runs_end(s)?.checked_add_signed(shift)?).ok()?;
     s.expires = true;
     Some(())
 }
