@@ -29,6 +29,7 @@ on_every_server! {
     active_defragmentation_moves_logs_and_keeps_them => defrag;
     request_ids_charge_once_and_travel_with_the_log => request_ids;
     charges_take_the_documented_memory => charge_memory;
+    a_key_of_few_charges_is_small_and_travels => few_charges;
 }
 
 fn cmd(c: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
@@ -1632,4 +1633,119 @@ fn charge_memory(flavor: Flavor) {
         documented_charge_sizes(flavor),
         "MEMORY USAGE on {flavor:?} against docs/compact-log.md (Request IDs)"
     );
+}
+
+/// A key of up to 8 charges is held in the small form (one block): it
+/// reloads, restores and reaches the replica as one in chunks does, SETTLE
+/// and UNDO ID work on it, it grows into chunks past 8 charges and comes
+/// back to the small form below, and its charges leave with their entries.
+fn few_charges(flavor: Flavor) {
+    let master = compact(flavor).arg("appendonly", "yes").start();
+    let replica = compact_replica(&master, flavor);
+    let mut c = master.conn();
+    let k = "few";
+    let same = |master: &Server, replica: &Server, step: &str| {
+        wait_caught_up(master, replica);
+        assert_eq!(
+            digest(&mut master.conn()),
+            digest(&mut replica.conn()),
+            "the replica has the same data, {step}"
+        );
+    };
+    let check =
+        |c: &mut Connection, id: &str| int_of(c, &["SLIDEWIN.CHECK", k, "20", "600000", "ID", id]);
+    for i in 0..5 {
+        assert_eq!(check(&mut c, &format!("request-{i:08}")), 1);
+    }
+    let small = memory_usage(&mut c, k);
+    assert!(small < 256, "five charges in one block: {small} B");
+    same(&master, &replica, "five charges");
+    // DEBUG RELOAD and DUMP/RESTORE keep it, charges and all.
+    let before = digest_value(&mut c, k);
+    let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut c).unwrap();
+    assert_eq!(digest_value(&mut c, k), before, "DEBUG RELOAD");
+    // (Loaded, its block is its length; a command's is rounded up to 16.)
+    let reloaded = memory_usage(&mut c, k);
+    assert!(
+        reloaded <= small,
+        "reloaded in the small form: {reloaded} B, was {small} B"
+    );
+    // Restored with the same expiry: the digest covers it.
+    let at: i64 = redis::cmd("PEXPIRETIME").arg(k).query(&mut c).unwrap();
+    let dump: Vec<u8> = redis::cmd("DUMP").arg(k).query(&mut c).unwrap();
+    let _: () = redis::cmd("RESTORE")
+        .arg("few:copy")
+        .arg(at)
+        .arg(dump)
+        .arg("ABSTTL")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(digest_value(&mut c, "few:copy"), before, "DUMP/RESTORE");
+    assert_eq!(
+        int_of(
+            &mut c,
+            &["SLIDEWIN.UNDO", "few:copy", "ID", "request-00000003"]
+        ),
+        1
+    );
+    // SETTLE raise and lower, UNDO ID, a repeat.
+    assert_eq!(
+        int_of(
+            &mut c,
+            &["SLIDEWIN.SETTLE", k, "ID", "request-00000000", "COST", "3"]
+        ),
+        3
+    );
+    assert_eq!(
+        int_of(
+            &mut c,
+            &["SLIDEWIN.SETTLE", k, "ID", "request-00000000", "COST", "1"]
+        ),
+        1
+    );
+    assert_eq!(
+        int_of(&mut c, &["SLIDEWIN.UNDO", k, "ID", "request-00000001"]),
+        1
+    );
+    assert_eq!(
+        int_of(&mut c, &["SLIDEWIN.UNDO", k, "ID", "request-00000001"]),
+        0
+    );
+    assert_eq!(check(&mut c, "request-00000002"), 1, "a repeat");
+    same(&master, &replica, "SETTLE and UNDO ID");
+    let four = memory_usage(&mut c, k);
+    // Past 8 charges: chunks, and a table; back to 8 and below: small.
+    for i in 10..16 {
+        assert_eq!(check(&mut c, &format!("request-{i:08}")), 1);
+    }
+    let ten = memory_usage(&mut c, k);
+    assert!(
+        ten > four + 200,
+        "10 charges in chunks: {ten} B, 4 small: {four} B"
+    );
+    same(&master, &replica, "ten charges");
+    let before = digest_value(&mut c, k);
+    let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut c).unwrap();
+    assert_eq!(digest_value(&mut c, k), before, "DEBUG RELOAD in chunks");
+    for i in 10..16 {
+        let id = format!("request-{i:08}");
+        assert_eq!(int_of(&mut c, &["SLIDEWIN.UNDO", k, "ID", &id]), 1);
+    }
+    let back = memory_usage(&mut c, k);
+    assert!(
+        back <= four + 16,
+        "back to 4 charges: {back} B, was {four} B"
+    );
+    same(&master, &replica, "back to four");
+    // Its charges leave with their entries: a window of 1 ms trims them.
+    let _ = cmd(&mut c, &["SLIDEWIN.CHECK", k, "20", "1"]).unwrap();
+    assert_eq!(
+        int_of(
+            &mut c,
+            &["SLIDEWIN.SETTLE", k, "ID", "request-00000000", "COST", "2"]
+        ),
+        -1,
+        "the charge left with its entries"
+    );
+    same(&master, &replica, "the charges left the window");
 }

@@ -12,9 +12,14 @@
 //!            varint(spans 1..=MAX_CHARGE_SPANS) span{spans}
 //! span    := varint(first member) varint(count - 1)
 //! ```
+//!
+//! A small log holding charges is kept in memory as version 1's bytes then
+//! its records in a tighter form, under the version byte
+//! [`VERSION_SMALL_CHARGES`] (see [`put_small_records`]): never written
+//! where bytes leave the process, never read from there.
 
 use super::bounds::{Bound, MAX_CHARGES, MAX_CHARGE_SPANS, MAX_REQUEST_ID, MAX_SCORE};
-use super::charge::{Record, Span};
+use super::charge::{Record, Records, SmallRecords, Span};
 use super::run::Run;
 
 /// The version byte of a log without charge records (the small form's
@@ -23,6 +28,17 @@ pub const VERSION: u8 = 1;
 
 /// The version byte of a log with charge records.
 pub const VERSION_CHARGES: u8 = 2;
+
+/// The version byte of a small log's form in memory when it holds charge
+/// records: version 1's bytes, then the records in the tighter form
+/// [`put_small_records`] writes (a charge of COST 1 with a 16-byte id
+/// takes 18 bytes, against 24 to 26 in version 2). Never written where
+/// bytes leave the process ([`CompactLog::encode`] writes version 2 for
+/// it), and refused by [`read_header`]: only the module's own small forms
+/// are read with it ([`read_own_header`]).
+///
+/// [`CompactLog::encode`]: super::log::CompactLog::encode
+pub const VERSION_SMALL_CHARGES: u8 = 0x82;
 
 /// What the encoding says before its records: the expiry and the number
 /// of runs.
@@ -36,10 +52,24 @@ pub(super) struct Header {
 }
 
 /// Reads the header: the version byte (any other is refused), the expiry
-/// and the run count. The one reader of the header, for every decoder.
+/// and the run count. The one reader of the header, for every decoder of
+/// bytes from outside (RDB, RESTORE, a client).
 pub(super) fn read_header(r: &mut Reader<'_>) -> Result<Header, DecodeError> {
+    read_header_in(r, false)
+}
+
+/// [`read_header`] for a small form the module wrote itself: version
+/// [`VERSION_SMALL_CHARGES`] too.
+pub(super) fn read_own_header(r: &mut Reader<'_>) -> Result<Header, DecodeError> {
+    read_header_in(r, true)
+}
+
+fn read_header_in(r: &mut Reader<'_>, own: bool) -> Result<Header, DecodeError> {
     let version = r.byte()?;
-    if version != VERSION && version != VERSION_CHARGES {
+    let known = version == VERSION
+        || version == VERSION_CHARGES
+        || (own && version == VERSION_SMALL_CHARGES);
+    if !known {
         return Err(DecodeError::Version(version));
     }
     let expire_at_ms = match r.byte()? {
@@ -291,6 +321,144 @@ pub(super) fn read_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
     })
 }
 
+/// Writes the records of a small form in memory (version
+/// [`VERSION_SMALL_CHARGES`]) to the end of the bytes (no count), in the
+/// order of their first members (any order reads back):
+///
+/// ```text
+/// record := varint((len - 1) << 3 | several << 2 | one << 1 | follows)
+///           request-bytes
+///           [varint(spans 2..=MAX_CHARGE_SPANS) if several]
+///           [varint(first member) unless follows]
+///           [varint(count - 1) unless one]
+///           span{spans - 1}
+/// span   := varint(first member) varint(count - 1)
+/// ```
+///
+/// `follows`: the first unit is the member after the previous record's
+/// first span (1 for the first record); `one`: a single span of a single
+/// unit (a charge of COST 1); `several`: more than one span. A charge of
+/// COST 1 with an id of up to 16 bytes takes its id and one byte. No
+/// score: a charge's units are entries of the log at its score (the loader
+/// checks it of every payload and every change keeps it), so it is the
+/// score of the run holding its first unit. `false`, nothing written, for
+/// more than [`SMALL_CHARGES`](super::charge::SMALL_CHARGES) records (no
+/// small form holds them).
+pub(super) fn put_small_records(out: &mut impl Sink, records: &Records) -> bool {
+    let mut expected = 1i64;
+    records.each_by_member(|request, head, rest| {
+        let several = !rest.is_empty();
+        let one = !several && head.count == 1;
+        let follows = head.first == expected;
+        let len = request.len().saturating_sub(1) as u64;
+        put_varint(
+            out,
+            len << 3 | u64::from(several) << 2 | u64::from(one) << 1 | u64::from(follows),
+        );
+        out.push_all(request);
+        if several {
+            put_varint(out, rest.len().saturating_add(1) as u64);
+        }
+        if !follows {
+            put_varint(out, u64::try_from(head.first).unwrap_or(0));
+        }
+        if !one {
+            put_varint(out, head.count.saturating_sub(1));
+        }
+        for s in rest {
+            put_varint(out, u64::try_from(s.first).unwrap_or(0));
+            put_varint(out, s.count.saturating_sub(1));
+        }
+        expected = head.last().saturating_add(1);
+    })
+}
+
+/// Reads the records [`put_small_records`] wrote, from `r` to the end of
+/// its bytes, straight into a table: every value checked against its range
+/// and bound, at most [`SMALL_CHARGES`](super::charge::SMALL_CHARGES) of
+/// them: each scored `score_of(its first span)`, which is `None` unless
+/// the log holds every member of the span at one score, and refused unless
+/// `covers(span, score)` for each further span.
+pub(super) fn read_small_records(
+    r: &mut Reader<'_>,
+    score_of: impl Fn(Span) -> Option<i64>,
+    covers: impl Fn(Span, i64) -> bool,
+) -> Result<Records, DecodeError> {
+    let left = r.bytes.len().saturating_sub(r.at);
+    let mut records = SmallRecords::with_capacity(left);
+    let mut expected = 1i64;
+    let mut any = false;
+    while r.at < r.bytes.len() {
+        let tag = r.varint()?;
+        let (several, one, follows) = (tag & 4 != 0, tag & 2 != 0, tag & 1 != 0);
+        let len = (tag >> 3).saturating_add(1);
+        if len > MAX_REQUEST_ID as u64 {
+            return Err(DecodeError::Bound(Bound::RequestId));
+        }
+        if several && one {
+            return Err(DecodeError::Invalid);
+        }
+        let len = usize::try_from(len).map_err(|_| DecodeError::Range)?;
+        let end = r.at.checked_add(len).ok_or(DecodeError::Truncated)?;
+        let request = r.bytes.get(r.at..end).ok_or(DecodeError::Truncated)?;
+        r.at = end;
+        let n = if several { r.varint()? } else { 1 };
+        if n < 1 || (several && n < 2) {
+            return Err(DecodeError::Invalid);
+        }
+        if n > MAX_CHARGE_SPANS as u64 {
+            return Err(DecodeError::Bound(Bound::ChargeSpans));
+        }
+        let first = if follows {
+            expected
+        } else {
+            i64::try_from(r.varint()?).map_err(|_| DecodeError::Range)?
+        };
+        let more = if one {
+            0
+        } else {
+            i64::try_from(r.varint()?).map_err(|_| DecodeError::Range)?
+        };
+        let head = Span {
+            first,
+            count: (more as u64).saturating_add(1),
+        };
+        first.checked_add(more).ok_or(DecodeError::Range)?;
+        expected = head.last().saturating_add(1);
+        let score = score_of(head).ok_or(DecodeError::Invalid)?;
+        let pushed = if several {
+            // A charge of several runs of ids (rare): a list for them.
+            let mut spans = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
+            spans.push(head);
+            for _ in 1..n {
+                let first = i64::try_from(r.varint()?).map_err(|_| DecodeError::Range)?;
+                let more = i64::try_from(r.varint()?).map_err(|_| DecodeError::Range)?;
+                first.checked_add(more).ok_or(DecodeError::Range)?;
+                let span = Span {
+                    first,
+                    count: (more as u64).saturating_add(1),
+                };
+                if !covers(span, score) {
+                    return Err(DecodeError::Invalid);
+                }
+                spans.push(span);
+            }
+            records.push(request, score, &spans)
+        } else {
+            records.push(request, score, std::slice::from_ref(&head))
+        };
+        pushed.map_err(|b| match b {
+            Some(b) => DecodeError::Bound(b),
+            None => DecodeError::Invalid,
+        })?;
+        any = true;
+    }
+    if !any {
+        return Err(DecodeError::Invalid);
+    }
+    Ok(records.finish())
+}
+
 pub(super) fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
@@ -302,11 +470,21 @@ pub(super) fn unzigzag(v: u64) -> i64 {
 /// Where bytes are written: a block, or a few bytes on the stack.
 pub(super) trait Sink {
     fn push(&mut self, b: u8);
+
+    fn push_all(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.push(b);
+        }
+    }
 }
 
 impl Sink for Vec<u8> {
     fn push(&mut self, b: u8) {
         Vec::push(self, b);
+    }
+
+    fn push_all(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
     }
 }
 

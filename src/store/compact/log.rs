@@ -113,25 +113,24 @@ impl Hold {
         };
         let stash = std::mem::take(&mut c.stash);
         let unchanged = self.unchanged.take();
-        if !c.runs_at_most(SMALL_RUNS) {
-            if self.was_small {
-                // It left the small form in this command, in the spare's
-                // blocks (sized for any small log): cut to what it holds,
-                // as a log decoded whole has them.
-                c.chunks.shrink_to_fit();
-                for chunk in c.chunks.iter_mut() {
-                    chunk.bytes.shrink_to_fit();
-                }
-            }
-            return;
-        }
         // The same bytes when nothing changed.
         let form = match (self.was_small && !self.dirty, unchanged) {
+            _ if !c.runs_at_most(SMALL_RUNS) => None,
             (true, Some(form)) => Some(form),
             (true, None) if !stash.is_empty() => SmallForm::from_vec(stash),
             _ => small_form_into(c, stash),
         };
         let Some(form) = form else {
+            if self.was_small {
+                // It left the small form in this command (too many runs or
+                // charges), in the spare's blocks (sized for any small
+                // log): cut to what it holds, as a log decoded whole has
+                // them.
+                c.chunks.shrink_to_fit();
+                for chunk in c.chunks.iter_mut() {
+                    chunk.bytes.shrink_to_fit();
+                }
+            }
             return;
         };
         if let Repr::Large(c) = std::mem::replace(&mut log.repr, Repr::Small(form)) {
@@ -159,7 +158,7 @@ impl CompactLog {
             // The bytes are this code's own encoding: they decode.
             Repr::Small(b) if b.is_empty() => std::borrow::Cow::Owned(Chunked::default()),
             Repr::Small(b) => {
-                std::borrow::Cow::Owned(Chunked::decode(b.bytes()).unwrap_or_default())
+                std::borrow::Cow::Owned(Chunked::decode_small(b.bytes()).unwrap_or_default())
             }
         }
     }
@@ -236,8 +235,8 @@ impl CompactLog {
     pub fn charge_of(&self, request: &[u8]) -> Option<(i64, u64)> {
         match &self.repr {
             Repr::Large(c) => c.charge(request),
-            // A small log holds no charge (see `small_form`).
-            Repr::Small(_) => None,
+            Repr::Small(b) if !small::has_charges(b) => None,
+            Repr::Small(_) => self.view().charge(request),
         }
     }
 
@@ -245,7 +244,8 @@ impl CompactLog {
     pub fn charged(&self, id: i64) -> bool {
         match &self.repr {
             Repr::Large(c) => c.charged(id),
-            Repr::Small(_) => false,
+            Repr::Small(b) if !small::has_charges(b) => false,
+            Repr::Small(_) => self.view().charged(id),
         }
     }
 
@@ -253,12 +253,13 @@ impl CompactLog {
     /// spans), for tests and the effect's checks.
     pub fn charges(&self) -> Vec<super::charge::Record> {
         match &self.repr {
-            Repr::Large(c) => c
+            Repr::Small(b) if !small::has_charges(b) => Vec::new(),
+            _ => self
+                .view()
                 .records
                 .as_ref()
                 .map(|r| r.iter().collect())
                 .unwrap_or_default(),
-            Repr::Small(_) => Vec::new(),
         }
     }
 
@@ -267,7 +268,8 @@ impl CompactLog {
     pub fn charge_count(&self) -> usize {
         match &self.repr {
             Repr::Large(c) => c.records.as_ref().map_or(0, |r| r.len()),
-            Repr::Small(_) => 0,
+            Repr::Small(b) if !small::has_charges(b) => 0,
+            Repr::Small(_) => self.view().records.as_ref().map_or(0, |r| r.len()),
         }
     }
 
@@ -383,10 +385,13 @@ impl CompactLog {
         }
     }
 
-    /// The encoding (see the module comment).
+    /// The encoding (see the module comment). A small form is its
+    /// encoding, but for the scores of its charge records (version
+    /// [`VERSION_SMALL_CHARGES`](super::codec::VERSION_SMALL_CHARGES), in
+    /// memory only): that one is written as version 2.
     pub fn encode(&self) -> Vec<u8> {
         match &self.repr {
-            Repr::Small(b) if !b.is_empty() => b.bytes().to_vec(),
+            Repr::Small(b) if !b.is_empty() && !small::has_charges(b) => b.bytes().to_vec(),
             _ => self.view().encode(),
         }
     }
@@ -437,7 +442,7 @@ impl Held<'_> {
                 let mut c = if b.is_empty() {
                     Chunked::default()
                 } else {
-                    Chunked::decode(b.bytes()).unwrap_or_default()
+                    Chunked::decode_small(b.bytes()).unwrap_or_default()
                 };
                 let r = f(&mut c);
                 let small = if c.runs_at_most(SMALL_RUNS) {
@@ -477,7 +482,8 @@ impl Held<'_> {
             }
             hold.small = small::scan(b.bytes());
             if hold.small.is_none() {
-                self.promote();
+                // Not read in place (not reached: every small form is).
+                self.hold_as_chunks();
             }
         }
     }
@@ -489,6 +495,11 @@ impl Held<'_> {
         if self.hold.small.take().is_none() {
             return;
         }
+        self.hold_as_chunks();
+    }
+
+    /// A small log held, held as chunks from now on (see [`Held::promote`]).
+    fn hold_as_chunks(&mut self) {
         if let Repr::Small(b) = &mut self.log.repr {
             let small = std::mem::replace(b, SmallForm::EMPTY);
             let mut c = spare_chunked();
@@ -571,13 +582,33 @@ pub struct Raised {
     pub moved: bool,
 }
 
-/// The charges made with an ID (see `charge/`): a small log holds none,
-/// so the first one promotes it to chunks, where it stays while it holds
-/// one.
+/// The charges made with an ID (see `charge/`): a small log with charges
+/// (version [`VERSION_SMALL_CHARGES`](super::codec::VERSION_SMALL_CHARGES))
+/// takes the in-place changes of `small.rs` that leave its charges alone
+/// (an entry added after the others, the expiry, a trim that removes
+/// nothing); anything that reads or changes a charge holds it as chunks,
+/// and it goes back to its small form at the end while it holds at most
+/// [`SMALL_CHARGES`](super::charge::SMALL_CHARGES) charges.
 impl Held<'_> {
-    /// The charge under `request`: its score and units.
-    pub fn charge_of(&self, request: &[u8]) -> Option<(i64, u64)> {
+    /// The charge under `request`: its score and units (a small form with
+    /// charges held as chunks from now on: its records are read once).
+    pub fn charge_of(&mut self, request: &[u8]) -> Option<(i64, u64)> {
+        self.promote_charges();
         self.log.charge_of(request)
+    }
+
+    /// The number of charges (see [`Held::charge_of`]).
+    pub fn charge_count(&mut self) -> usize {
+        self.promote_charges();
+        self.log.charge_count()
+    }
+
+    /// A small form with charges held in place: held as chunks from now on
+    /// (the records are read there, see `small.rs`).
+    fn promote_charges(&mut self) {
+        if self.hold.small.is_some_and(|s| s.charges) {
+            self.promote();
+        }
     }
 
     /// Adds `n` units to the charge under `request` (made when missing,
@@ -635,6 +666,7 @@ impl Held<'_> {
     /// rest removed (none: the charge goes); how many entries it removed,
     /// or the bound it would pass (nothing changed).
     pub fn cut_charge(&mut self, request: &[u8], keep: u64) -> Result<u64, Bound> {
+        self.promote_charges();
         if self
             .log
             .charge_of(request)
@@ -658,6 +690,9 @@ impl WindowLog for Held<'_> {
                 return Ok(removed);
             }
         }
+        // Not done in place (a small form's runs leaving with charges):
+        // held as chunks.
+        self.promote();
         // Nothing to trim: no rewrite.
         if self.log.view().oldest_score().is_none_or(|s| s > cutoff_ms) {
             return Ok(0);

@@ -16,10 +16,18 @@
 //! [`INLINE`] bytes (a `limit 5` key: one 24-byte block in all), else in a
 //! block of their own. The summary is the command's, never stored (see
 //! `log.rs`'s `Hold`).
+//!
+//! A small log with charges made with an ID (at most
+//! [`SMALL_CHARGES`](super::charge::SMALL_CHARGES)) is a small form too,
+//! version [`VERSION_SMALL_CHARGES`] (see `codec.rs`): its runs change in
+//! place as above, its records after them untouched, as long as the
+//! change leaves every charge alone (a trim that removes a run falls back
+//! to the chunks, which drop the charges that went with it).
 
 use super::bounds::MAX_SCORE;
 use super::codec::{
     put_run, put_varint, read_run, unzigzag, varint_len, zigzag, Reader, Sink, VERSION,
+    VERSION_SMALL_CHARGES,
 };
 use super::run::Run;
 
@@ -33,6 +41,12 @@ pub const SMALL_RUNS: usize = 32;
 /// fuzz input moves between both forms.
 #[cfg(any(test, feature = "fuzzing"))]
 pub const SMALL_RUNS: usize = 2;
+
+/// Whether a small form holds charge records (version
+/// [`VERSION_SMALL_CHARGES`]: read through the chunks, never in place).
+pub(super) fn has_charges(form: &SmallForm) -> bool {
+    form.bytes().first() == Some(&VERSION_SMALL_CHARGES)
+}
 
 /// `len` rounded up to a multiple of 16: the capacity a small form is
 /// given, so that the next few records fit without a new block. The
@@ -234,6 +248,14 @@ pub(super) struct Summary {
     max_id: i64,
     /// Whether an expiry is set.
     expires: bool,
+    /// Where the runs end: the end of the bytes, or where the charge
+    /// records of a form with charges start (version
+    /// [`VERSION_SMALL_CHARGES`]: the records stay as they are while the
+    /// runs change in place, their units untouched). 32 bits, beside the
+    /// flags: the summary lives in every command's store.
+    end: u32,
+    /// Whether the form holds charge records.
+    pub(super) charges: bool,
 }
 
 /// Up to 64 bytes on the stack: a header or a record being written.
@@ -270,9 +292,11 @@ impl Sink for Stack {
 /// chunked path, which does its own checks).
 pub(super) fn scan(bytes: &[u8]) -> Option<Summary> {
     let mut r = Reader { bytes, at: 0 };
-    if r.byte().ok()? != VERSION {
-        return None;
-    }
+    let charges = match r.byte().ok()? {
+        VERSION => false,
+        VERSION_SMALL_CHARGES => true,
+        _ => return None,
+    };
     let expires = match r.byte().ok()? {
         0 => false,
         1 => {
@@ -300,9 +324,11 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Summary> {
         shares_top: false,
         max_id: -1,
         expires,
+        end: u32::try_from(r.at).ok()?,
+        charges,
     };
     if runs == 0 {
-        return (r.at == bytes.len()).then_some(s);
+        return (r.at == bytes.len() && !charges).then_some(s);
     }
     // A small form holds at most SMALL_RUNS runs; the bound only keeps a
     // scan short whatever the bytes say.
@@ -343,11 +369,19 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Summary> {
         s.entries = s.entries.checked_add(run.count)?;
         s.max_id = s.max_id.max(run.last());
     }
-    if r.at != bytes.len() {
+    // A form with charges has its records after the runs (read by the
+    // chunked path only).
+    if (r.at < bytes.len()) != charges || r.at > bytes.len() {
         return None;
     }
+    s.end = u32::try_from(r.at).ok()?;
     s.shares_top = prev_score == Some(s.last.score);
     Some(s)
+}
+
+/// Where the runs of the summary's form end.
+fn runs_end(s: &Summary) -> Option<usize> {
+    usize::try_from(s.end).ok()
 }
 
 /// Removes every run scored at or below `cutoff_ms`; the entries removed.
@@ -355,6 +389,11 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Summary> {
 pub(super) fn trim(bytes: &mut SmallForm, s: &mut Summary, cutoff_ms: i64) -> Option<u64> {
     if s.runs == 0 || s.first_score > cutoff_ms {
         return Some(0);
+    }
+    // Runs leaving a form with charges may take charges with them: the
+    // chunked path drops their records.
+    if s.charges {
+        return None;
     }
     let mut r = Reader {
         bytes: bytes.bytes(),
@@ -439,8 +478,9 @@ pub(super) fn add(bytes: &mut SmallForm, s: &mut Summary, now_ms: i64, id: i64) 
         let mut rec = Stack::new();
         let (mut sc, mut ex) = s.before_last;
         put_run(&mut rec, &mut sc, &mut ex, joined);
-        let old_len = bytes.len().checked_sub(s.last_at)?;
+        let old_len = runs_end(s)?.checked_sub(s.last_at)?;
         bytes.splice(s.last_at, old_len, rec.bytes())?;
+        s.end = u32::try_from(s.last_at.checked_add(rec.bytes().len())?).ok()?;
         s.last = joined;
     } else {
         if s.runs >= SMALL_RUNS as u64 {
@@ -452,7 +492,7 @@ pub(super) fn add(bytes: &mut SmallForm, s: &mut Summary, now_ms: i64, id: i64) 
         put_run(&mut rec, &mut sc, &mut ex, run);
         // The record at the end, then the run count (one more): only the
         // count's own bytes are replaced (the first score follows them).
-        let end = bytes.len();
+        let end = runs_end(s)?;
         let mut n = Stack::new();
         put_varint(&mut n, s.runs + 1);
         let n_len = usize::try_from(varint_len(s.runs)).ok()?;
@@ -466,6 +506,7 @@ pub(super) fn add(bytes: &mut SmallForm, s: &mut Summary, now_ms: i64, id: i64) 
             return None;
         }
         s.rec_at = rec_at;
+        s.end = u32::try_from(last_at.checked_add(rec.bytes().len())?).ok()?;
         s.shares_top = s.last.score == now_ms;
         s.before_last = before;
         s.last_at = last_at;
@@ -489,6 +530,7 @@ pub(super) fn set_expiry(bytes: &mut SmallForm, s: &mut Summary, at_ms: i64) -> 
     s.n_at = s.n_at.checked_add_signed(shift)?;
     s.rec_at = s.rec_at.checked_add_signed(shift)?;
     s.last_at = s.last_at.checked_add_signed(shift)?;
+    s.end = u32::try_from(runs_end(s)?.checked_add_signed(shift)?).ok()?;
     s.expires = true;
     Some(())
 }

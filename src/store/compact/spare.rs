@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 
+use super::charge::SMALL_CHARGES;
 use super::chunked::Chunked;
 use super::small::{rounded, SmallForm, INLINE};
 
@@ -65,7 +66,7 @@ fn with_encoding<R>(c: &Chunked, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
             let mut s = s.try_borrow_mut().ok()?;
             let mut scratch = std::mem::take(&mut s.scratch);
             scratch.clear();
-            c.encode_into(&mut scratch);
+            c.encode_small_into(&mut scratch);
             let r = f(&scratch);
             if scratch.capacity() <= SPARE_BYTES {
                 s.scratch = scratch;
@@ -82,14 +83,17 @@ fn with_encoding<R>(c: &Chunked, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
 /// through the spare encoding buffer, so that nothing else is allocated.
 /// `None` only for a length no small form reaches.
 pub(super) fn small_form_into(c: &Chunked, block: Vec<u8>) -> Option<SmallForm> {
-    // A log with charge records stays chunks (the small form is version 1).
-    if c.records.is_some() {
+    if !small_charges(c) {
         return None;
     }
-    if c.entries == 0 && c.expire_at_ms.is_none() {
+    if c.entries == 0 && c.expire_at_ms.is_none() && !has_charges(c) {
         return Some(SmallForm::EMPTY);
     }
+    let cap = small_form_cap(c);
     let place = |block: Vec<u8>, bytes: &[u8]| -> Option<SmallForm> {
+        if bytes.len() > cap {
+            return None;
+        }
         if bytes.len() <= INLINE {
             return SmallForm::from_slice(bytes);
         }
@@ -106,17 +110,63 @@ pub(super) fn small_form_into(c: &Chunked, block: Vec<u8>) -> Option<SmallForm> 
     let mut block = Some(block);
     match with_encoding(c, |bytes| place(block.take().unwrap_or_default(), bytes)) {
         Some(form) => form,
-        None => place(block.unwrap_or_default(), &c.encode()),
+        None => place(block.unwrap_or_default(), &small_bytes(c)),
     }
 }
 
 /// The small form of a log, in place or in a block of its length.
 pub(super) fn small_form(c: &Chunked) -> Option<SmallForm> {
-    if c.records.is_some() {
+    if !small_charges(c) {
         return None;
     }
-    if c.entries == 0 && c.expire_at_ms.is_none() {
+    if c.entries == 0 && c.expire_at_ms.is_none() && !has_charges(c) {
         return Some(SmallForm::EMPTY);
     }
-    with_encoding(c, SmallForm::from_slice).unwrap_or_else(|| SmallForm::from_slice(&c.encode()))
+    let cap = small_form_cap(c);
+    let place = |bytes: &[u8]| {
+        if bytes.len() > cap {
+            return None;
+        }
+        SmallForm::from_slice(bytes)
+    };
+    with_encoding(c, place).unwrap_or_else(|| place(&small_bytes(c)))
+}
+
+/// The most bytes a small form with charge records holds, so that no
+/// command decodes more than this for a small log: [`SMALL_CHARGES`]
+/// charges with 128-byte ids and one run of ids each take about 1,100
+/// bytes; a log whose records take more (runs of ids by the dozen) stays in
+/// chunks. A log without charges never comes near it (its up to
+/// [`SMALL_RUNS`](super::small::SMALL_RUNS) runs take at most 821 bytes).
+#[cfg(not(any(test, feature = "fuzzing")))]
+pub(super) const SMALL_FORM_BYTES: usize = SPARE_BYTES;
+/// In the unit tests and the fuzz targets, 300: a few charges with long
+/// ids pass it (as [`SMALL_RUNS`](super::small::SMALL_RUNS) is 2 there).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(super) const SMALL_FORM_BYTES: usize = 300;
+
+fn small_form_cap(c: &Chunked) -> usize {
+    if has_charges(c) {
+        SMALL_FORM_BYTES
+    } else {
+        usize::MAX
+    }
+}
+
+fn has_charges(c: &Chunked) -> bool {
+    c.records.as_ref().is_some_and(|r| !r.is_empty())
+}
+
+/// Whether the charge records of `c` (if any) fit the small form: at most
+/// [`SMALL_CHARGES`] of them (a call then looks at each, as the table
+/// does without its index).
+fn small_charges(c: &Chunked) -> bool {
+    c.records.as_ref().is_none_or(|r| r.len() <= SMALL_CHARGES)
+}
+
+/// A small form's bytes, encoded anew (when the spare buffer is in use).
+fn small_bytes(c: &Chunked) -> Vec<u8> {
+    let mut out = Vec::new();
+    c.encode_small_into(&mut out);
+    out
 }

@@ -246,9 +246,10 @@ impl<'c> CompactStore<'c> {
 
     /// The charge made under `request`: its score and units.
     pub fn charge_of(&mut self, request: &[u8]) -> Result<Option<(f64, u64)>, CallError> {
+        // Held: a small log with charges is read once for the command.
         Ok(self
-            .log()?
-            .and_then(|l| l.charge_of(request))
+            .held()?
+            .and_then(|mut h| h.charge_of(request))
             .map(|(score, units)| (score as f64, units)))
     }
 
@@ -465,7 +466,7 @@ impl WindowLog for CompactStore<'_> {
     }
 
     fn may_charge(&mut self) -> Result<(), Self::Error> {
-        let held = self.log()?.map_or(0, |l| l.charge_count());
+        let held = self.held()?.map_or(0, |mut h| h.charge_count());
         if held >= crate::config::max_charges_per_key() {
             return Err(CallError::Refused(MAX_CHARGES_REFUSAL));
         }

@@ -46,6 +46,11 @@
 //! charges need; the index is dropped when the charges fall to
 //! [`SMALL_CHARGES`] / 2.
 //!
+//! A log of at most [`SMALL_CHARGES`] charges (and few runs, see `small.rs`)
+//! is not held in this table between commands but in its small form, one
+//! block with the records in a few bytes each besides their ids (see
+//! `codec.rs`'s `put_small_records`); a command decodes it into this table.
+//!
 //! The bounds on charges (`bounds.rs`) are checked by the decoder and
 //! refused by every change, as the log's own bounds are.
 //!
@@ -71,8 +76,8 @@ mod index;
 mod records;
 mod table;
 
-pub use build::RecordsBuilder;
-pub use table::{valid_request, Record, Records, Span};
+pub use build::{RecordsBuilder, SmallRecords};
+pub use table::{valid_request, Record, Records, Span, SMALL_CHARGES};
 
 #[cfg(test)]
 mod tests;

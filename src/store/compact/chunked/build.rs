@@ -144,6 +144,14 @@ impl Builder {
     }
 }
 
+/// Why the records builder refused a record.
+fn refused(b: Option<Bound>) -> DecodeError {
+    match b {
+        Some(b) => DecodeError::Bound(b),
+        None => DecodeError::Invalid,
+    }
+}
+
 impl Chunked {
     /// A log of `runs` (in score order, members unique).
     #[cfg(test)]
@@ -181,7 +189,7 @@ impl Chunked {
                 ..Chunked::default()
             }
         } else {
-            Self::decode_with(bytes, Builder::with(spare, lists)).unwrap_or_default()
+            Self::decode_with(bytes, Builder::with(spare, lists), true).unwrap_or_default()
         };
         self.stash = stash;
     }
@@ -196,11 +204,27 @@ impl Chunked {
     /// Appends the encoding to `out`: the runs in the canonical order.
     /// Version 1 without charge records, 2 with them.
     pub(in crate::store::compact) fn encode_into(&self, out: &mut Vec<u8>) {
+        self.write(out, false)
+    }
+
+    /// Appends a small log's form in memory to `out`: the encoding, but
+    /// with charge records under version [`VERSION_SMALL_CHARGES`] (in the
+    /// tighter form of `codec.rs`'s `put_small_records`). Never carried out
+    /// of the process: [`CompactLog::encode`] writes version 2.
+    ///
+    /// [`CompactLog::encode`]: super::super::log::CompactLog::encode
+    pub(in crate::store::compact) fn encode_small_into(&self, out: &mut Vec<u8>) {
+        self.write(out, true)
+    }
+
+    fn write(&self, out: &mut Vec<u8>, small: bool) {
         let records = self.records.as_deref().filter(|r| !r.is_empty());
-        let version = if records.is_some() {
-            VERSION_CHARGES
-        } else {
-            VERSION
+        // A small form only of what it holds (the callers check first).
+        let small = small && records.is_some_and(|r| r.len() <= SMALL_CHARGES);
+        let version = match (records.is_some(), small) {
+            (false, _) => VERSION,
+            (true, false) => VERSION_CHARGES,
+            (true, true) => VERSION_SMALL_CHARGES,
         };
         write_header_of(out, version, self.expire_at_ms, self.runs);
         let mut state: Option<(i64, i64)> = None;
@@ -211,21 +235,56 @@ impl Chunked {
             });
             put_run(out, score, expected, r);
         });
-        if let Some(records) = records {
-            put_records(out, records.len(), records.iter());
+        match records {
+            Some(records) if small => {
+                put_small_records(out, records);
+            }
+            Some(records) => put_records(out, records.len(), records.iter()),
+            None => {}
         }
+    }
+
+    /// The score of members `span`, when the log holds them all at one
+    /// score: each step moves past a run (the one holding the next member
+    /// needed), the first usually all of it.
+    fn score_of_span(&self, span: Span) -> Option<i64> {
+        let last = span.last();
+        let run = self.run_holding(span.first)?;
+        let mut covered = run.last();
+        while covered < last {
+            // `covered < last`: no overflow; the run holding the next
+            // member ends past `covered`.
+            let next = self
+                .run_holding(covered.saturating_add(1))
+                .filter(|r| r.score == run.score)?;
+            covered = next.last();
+        }
+        Some(run.score)
     }
 
     /// Decodes bytes from anywhere (RDB, RESTORE, a client): a log that
     /// holds every invariant and bound, or why not. It holds nothing but
     /// the log it builds (no list of every run).
     pub fn decode(bytes: &[u8]) -> Result<Chunked, DecodeError> {
-        Self::decode_with(bytes, Builder::new())
+        Self::decode_with(bytes, Builder::new(), false)
     }
 
-    fn decode_with(bytes: &[u8], mut b: Builder) -> Result<Chunked, DecodeError> {
+    /// Decodes a small log's form in memory (the module's own bytes, see
+    /// [`Chunked::encode_small_into`]), checked as [`Chunked::decode`]
+    /// checks any bytes.
+    pub(in crate::store::compact) fn decode_small(bytes: &[u8]) -> Result<Chunked, DecodeError> {
+        Self::decode_with(bytes, Builder::new(), true)
+    }
+
+    /// `own`: the bytes may be a small form in memory (version
+    /// [`VERSION_SMALL_CHARGES`]), which bytes from outside may not.
+    fn decode_with(bytes: &[u8], mut b: Builder, own: bool) -> Result<Chunked, DecodeError> {
         let mut r = Reader { bytes, at: 0 };
-        let header = read_header(&mut r)?;
+        let header = if own {
+            read_own_header(&mut r)?
+        } else {
+            read_header(&mut r)?
+        };
         let n = header.runs;
         if n > MAX_RUNS {
             return Err(DecodeError::Bound(Bound::Runs));
@@ -250,19 +309,31 @@ impl Chunked {
             let n = read_record_count(&mut r)?;
             let mut records = RecordsBuilder::default();
             for _ in 0..n {
-                records.push(read_record(&mut r)?).map_err(|b| match b {
-                    Some(b) => DecodeError::Bound(b),
-                    None => DecodeError::Invalid,
-                })?;
+                records.push(read_record(&mut r)?).map_err(refused)?;
             }
             Some(records.finish().map_err(|()| DecodeError::Invalid)?)
         } else {
             None
         };
+        // A small form's records, to the end: read once the log is built
+        // (each is scored as the entry of its first unit).
+        let small_at = (header.version == VERSION_SMALL_CHARGES).then_some(r.at);
+        if small_at.is_some() {
+            r.at = bytes.len();
+        }
         if r.at != bytes.len() {
             return Err(DecodeError::Trailing);
         }
         let mut log = b.finish(header.expire_at_ms)?;
+        if let Some(at) = small_at {
+            // Every unit an entry at its record's score, checked as read.
+            let records = read_small_records(
+                &mut Reader { bytes, at },
+                |span| log.score_of_span(span),
+                |span, score| log.score_of_span(span) == Some(score),
+            )?;
+            log.records = Some(Box::new(records));
+        }
         if let Some(records) = records {
             if !log.holds_units_of(&records) {
                 return Err(DecodeError::Invalid);

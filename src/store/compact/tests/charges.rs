@@ -6,6 +6,7 @@ use super::super::bounds::*;
 use super::super::charge::*;
 use super::super::codec::*;
 use super::super::log::*;
+use super::super::small::has_charges as small_has_charges;
 use super::support::*;
 use crate::window::WindowLog;
 use crate::window::{self, Rule, Want};
@@ -190,6 +191,11 @@ proptest! {
             let records = log.charges();
             prop_assert!(records.len() <= MAX_CHARGES);
             prop_assert!(records.iter().all(|r| r.spans.len() <= MAX_CHARGE_SPANS));
+            // A small form holds few charges in few bytes.
+            if let Repr::Small(b) = &log.repr {
+                prop_assert!(records.len() <= SMALL_CHARGES);
+                prop_assert!(records.is_empty() || b.len() <= super::super::spare::SMALL_FORM_BYTES);
+            }
             // Without a charge, the encoding is version 1.
             let bytes = log.encode();
             prop_assert_eq!(bytes.first().copied(), Some(if records.is_empty() { VERSION } else { VERSION_CHARGES }));
@@ -221,6 +227,46 @@ proptest! {
             if let Err(e) = log.check() {
                 return Err(TestCaseError::fail(e));
             }
+            sound(&mut log)?;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// Mangled small forms with charges (version 0x82, the module's own
+    /// bytes in memory) are refused or give a sound log: the decoder of
+    /// the small form checks what the loader checks.
+    #[test]
+    fn mangled_small_forms_with_charges_are_refused_or_sound(
+        costs in proptest::collection::vec(1..3u64, 1..=SMALL_CHARGES),
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+        cut in any::<usize>(),
+    ) {
+        use super::super::chunked::Chunked;
+        let mut c = CompactLog::new();
+        for (i, &cost) in costs.iter().enumerate() {
+            c.add_charge_units(format!("r{i}").as_bytes(), 1_000, cost).unwrap();
+        }
+        let mut bytes = Vec::new();
+        c.view().encode_small_into(&mut bytes);
+        prop_assert_eq!(bytes[0], VERSION_SMALL_CHARGES);
+        // Read back as written.
+        let back = Chunked::decode_small(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(&back, &*c.view());
+        for (at, b) in flips {
+            let n = bytes.len();
+            bytes[at % n] = b;
+        }
+        if cut % 3 == 0 {
+            bytes.truncate(cut % (bytes.len() + 1));
+        }
+        if let Ok(log) = Chunked::decode_small(&bytes) {
+            if let Err(e) = log.check() {
+                return Err(TestCaseError::fail(e));
+            }
+            let mut log = CompactLog::decode(&log.encode()).map_err(|e| TestCaseError::fail(e.to_string()))?;
             sound(&mut log)?;
         }
     }
@@ -496,4 +542,225 @@ fn raising_an_older_charge_never_fails_for_the_layout() {
     assert!(moved > 0, "no raise reached the bound");
     let (_, strays) = master.shape();
     assert!(strays <= MAX_STRAYS);
+}
+
+/// A log of a few charges stays in its small form (one block: version
+/// [`VERSION_SMALL_CHARGES`] in memory, the records' scores relative to
+/// the first run's) through what commands do to it: charges made, a
+/// SETTLE raise and lower, UNDO ID, a query, a trim; past
+/// [`SMALL_CHARGES`] it is chunks, and small again below. What leaves the
+/// process is version 2, the chunks' very bytes, and loads back small.
+#[test]
+fn a_few_charges_keep_the_small_form() {
+    let base = 1_796_000_000_000i64;
+    let mut log = CompactLog::new();
+    let mut hold = Hold::default();
+    fn small(log: &CompactLog) -> bool {
+        matches!(&log.repr, Repr::Small(b) if b.bytes().first() == Some(&VERSION_SMALL_CHARGES))
+    }
+    let req = |i: usize| format!("req-{i:012}").into_bytes();
+    // One command: the log held, `f`, then settled.
+    fn command<R>(log: &mut CompactLog, hold: &mut Hold, f: impl FnOnce(&mut Held<'_>) -> R) -> R {
+        let mut h = hold.on(log);
+        h.expand();
+        let r = f(&mut h);
+        hold.settle(log);
+        log.check().unwrap();
+        r
+    }
+    for i in 0..SMALL_CHARGES {
+        let made = command(&mut log, &mut hold, |h| h.raise_charge(&req(i), base, 0, 1));
+        assert!(matches!(made, Ok(Some(_))), "{made:?}");
+        assert!(small(&log), "charge {i}");
+    }
+    assert_eq!(log.charge_count(), SMALL_CHARGES);
+    assert_eq!(log.charge_of(&req(1)), Some((base, 1)));
+    assert!(log.charged(1) && !log.charged(99));
+    // What leaves the process: version 2, as the chunks encode it.
+    let bytes = log.encode();
+    assert_eq!(bytes[0], VERSION_CHARGES);
+    assert_eq!(bytes, log.view().encode());
+    let again = CompactLog::decode(&bytes).unwrap();
+    assert!(small(&again));
+    assert_eq!(again, log);
+    assert_eq!(again.charges(), log.charges());
+    // The small form's own bytes: shorter, and refused from outside.
+    let Repr::Small(form) = &log.repr else {
+        panic!("small")
+    };
+    let own = form.bytes().to_vec();
+    assert!(own.len() < bytes.len(), "{} >= {}", own.len(), bytes.len());
+    assert_eq!(
+        CompactLog::decode(&own).unwrap_err(),
+        DecodeError::Version(VERSION_SMALL_CHARGES)
+    );
+    // A command that changes nothing puts the same bytes back.
+    let n = command(&mut log, &mut hold, |h| h.count_above(base - 1));
+    assert_eq!(n, Ok(SMALL_CHARGES as u64));
+    assert!(matches!(&log.repr, Repr::Small(b) if b.bytes() == own.as_slice()));
+    // One more charge: chunks. Its UNDO ID: small again.
+    command(&mut log, &mut hold, |h| {
+        h.raise_charge(&req(99), base + 1, 0, 1)
+    })
+    .unwrap();
+    assert!(matches!(log.repr, Repr::Large(_)));
+    assert_eq!(
+        command(&mut log, &mut hold, |h| h.cut_charge(&req(99), 0)),
+        Ok(1)
+    );
+    assert!(small(&log));
+    // SETTLE raise of the oldest charge (a second run of ids), then lower.
+    let raised = command(&mut log, &mut hold, |h| h.raise_charge(&req(0), base, 1, 3));
+    assert!(
+        matches!(raised, Ok(Some(Raised { count: 2, .. }))),
+        "{raised:?}"
+    );
+    assert!(small(&log));
+    assert_eq!(log.charge_of(&req(0)), Some((base, 3)));
+    assert_eq!(
+        command(&mut log, &mut hold, |h| h.cut_charge(&req(0), 1)),
+        Ok(2)
+    );
+    assert_eq!(log.charge_of(&req(0)), Some((base, 1)));
+    assert!(small(&log));
+    // UNDO by member never takes a unit, in the small form either.
+    assert_eq!(command(&mut log, &mut hold, |h| h.remove(1)), Ok(false));
+    // The window moves past them: every charge goes with its entries,
+    // and the small form is version 1 again.
+    command(&mut log, &mut hold, |h| h.add_scored(base + 10, 1_000)).unwrap();
+    let trimmed = command(&mut log, &mut hold, |h| h.trim(base));
+    assert_eq!(trimmed, Ok(SMALL_CHARGES as u64));
+    assert_eq!(log.charge_count(), 0);
+    assert_eq!(log.encode()[0], VERSION);
+    assert!(matches!(&log.repr, Repr::Small(b) if b.bytes().first() == Some(&VERSION)));
+}
+
+/// The small form holds charges only while they take few bytes
+/// (`SMALL_FORM_BYTES`, 300 in the unit tests): a few charges with long
+/// ids keep the log in chunks, with short ids it is small.
+#[test]
+fn charges_of_many_bytes_stay_in_chunks() {
+    let base = 1_796_000_000_000i64;
+    for (len, small) in [(MAX_REQUEST_ID, false), (16, true)] {
+        let mut log = CompactLog::new();
+        for i in 0..SMALL_CHARGES {
+            let mut req = vec![b'x'; len];
+            req[0] = i as u8;
+            log.add_charge_units(&req, base, 1).unwrap();
+        }
+        log.check().unwrap();
+        assert_eq!(log.charge_count(), SMALL_CHARGES);
+        assert_eq!(
+            matches!(log.repr, Repr::Small(_)),
+            small,
+            "ids of {len} bytes"
+        );
+    }
+}
+
+/// The small form's records builder refuses what the loader refuses: an
+/// id twice, units of two charges that meet (in the written order or
+/// not), more than [`SMALL_CHARGES`] records, a bad id or span count.
+#[test]
+fn small_records_refuse_what_the_loader_refuses() {
+    let span = |first, count| Span { first, count };
+    let mut b = SmallRecords::with_capacity(64);
+    assert_eq!(b.push(b"a", 5, &[span(1, 2)]), Ok(()));
+    assert_eq!(b.push(b"a", 5, &[span(9, 1)]), Err(None), "an id twice");
+    assert_eq!(
+        b.push(b"b", 5, &[span(2, 1)]),
+        Err(None),
+        "meets, out of order"
+    );
+    assert_eq!(b.push(b"b", 5, &[span(3, 1)]), Ok(()));
+    assert_eq!(b.push(b"", 5, &[span(20, 1)]), Err(Some(Bound::RequestId)));
+    assert_eq!(b.push(b"c", 5, &[]), Err(None));
+    // Several spans: each pair looked at.
+    assert_eq!(
+        b.push(b"c", 5, &[span(10, 1), span(3, 1)]),
+        Err(None),
+        "a further span meets"
+    );
+    assert_eq!(
+        b.push(b"c", 5, &[span(10, 2), span(11, 1)]),
+        Err(None),
+        "its own spans meet"
+    );
+    assert_eq!(b.push(b"c", 5, &[span(10, 1), span(12, 1)]), Ok(()));
+    assert_eq!(b.push(b"d", 5, &[span(11, 1)]), Ok(()));
+    assert_eq!(
+        b.push(b"e", 5, &[span(12, 1)]),
+        Err(None),
+        "meets a further span"
+    );
+    let many = vec![span(100, 1); MAX_CHARGE_SPANS + 1];
+    assert_eq!(b.push(b"e", 5, &many), Err(Some(Bound::ChargeSpans)));
+    let mut b = SmallRecords::with_capacity(64);
+    for i in 0..SMALL_CHARGES {
+        assert_eq!(
+            b.push(&[b'a' + i as u8], 5, &[span(i as i64 * 2, 1)]),
+            Ok(())
+        );
+    }
+    assert_eq!(
+        b.push(b"z", 5, &[span(100, 1)]),
+        Err(None),
+        "past SMALL_CHARGES"
+    );
+    assert_eq!(b.finish().len(), SMALL_CHARGES);
+}
+
+/// A CHECK without an ID on a small log with charges changes its runs in
+/// place (the summary kept, no chunks), the records after them as they
+/// were: the very bytes the chunked path writes. A trim that takes a run,
+/// or a question about a charge, goes through the chunks.
+#[test]
+fn a_check_without_id_leaves_the_charges_in_place() {
+    let base = 1_796_000_000_000i64;
+    let mut log = CompactLog::new();
+    let mut hold = Hold::default();
+    let req = |i: usize| format!("req-{i:012}").into_bytes();
+    for i in 0..SMALL_CHARGES {
+        log.add_charge_units(&req(i), base, 1).unwrap();
+    }
+    let own = |log: &CompactLog| match &log.repr {
+        Repr::Small(b) if small_has_charges(b) => b.bytes().to_vec(),
+        _ => panic!("not a small form with charges"),
+    };
+    let rule = Rule::new(100, 60_000);
+    // (Two runs: the unit tests' SMALL_RUNS.)
+    for t in [base, base + 3] {
+        hold.on(&mut log).expand();
+        let v = window::check(&mut hold.on(&mut log), t, &rule, Want::default()).unwrap();
+        assert!(v.allowed);
+        assert!(hold.small.is_some(), "held in place at {t}");
+        hold.settle(&mut log);
+        log.check().unwrap();
+        let mut written = Vec::new();
+        log.view().encode_small_into(&mut written);
+        assert_eq!(own(&log), written, "at {t}");
+    }
+    assert_eq!(log.charge_count(), SMALL_CHARGES);
+    // A question about a charge: through the chunks, the bytes unchanged.
+    let before = own(&log);
+    hold.on(&mut log).expand();
+    assert_eq!(hold.on(&mut log).charge_of(&req(2)), Some((base, 1)));
+    assert!(hold.small.is_none());
+    hold.settle(&mut log);
+    assert_eq!(own(&log), before);
+    // The window leaves the charges behind: the trim goes through the
+    // chunks, and the charges go with their entries.
+    hold.on(&mut log).expand();
+    let v = window::check(
+        &mut hold.on(&mut log),
+        base + 60_100,
+        &rule,
+        Want::default(),
+    )
+    .unwrap();
+    assert!(v.allowed);
+    hold.settle(&mut log);
+    log.check().unwrap();
+    assert_eq!(log.charge_count(), 0);
+    assert_eq!(log.encode()[0], VERSION);
 }
