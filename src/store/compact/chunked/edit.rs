@@ -228,7 +228,7 @@ impl Chunked {
         // chunk `ci`, so its first member is at most that chunk's largest:
         // a run above it (fresh members at an older score: a SETTLE
         // raise) is no chain run, and the chunk need not be read.
-        let chain = !self.chunks.get(ci).is_some_and(|c| c.max_id < run.first) && {
+        let chain = self.chunks.get(ci).is_none_or(|c| c.max_id >= run.first) && {
             let succ = self
                 .chunks
                 .get(ci)
