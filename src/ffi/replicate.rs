@@ -150,7 +150,7 @@ impl<'a> Propagate<'a> {
 /// A word of a command propagated by [`replicate_words`]; a compact log's
 /// effect writes its words as these (`Effect::words`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Word {
+pub enum Word<'a> {
     /// An integer seldom sent twice: formatted on the stack each time,
     /// unless it is small (below 1,024: a kept string, made once).
     Int(i64),
@@ -158,6 +158,9 @@ pub enum Word {
     /// as a kept server string when one holds it.
     Repeated(i64),
     Text(&'static CStr),
+    /// Bytes (a request id: any bytes, NUL included): a server string made
+    /// for the call and released after it.
+    Bytes(&'a [u8]),
 }
 
 /// The most words [`replicate_words`] takes.
@@ -384,7 +387,7 @@ pub fn replicate_words(
     ctx: &Context,
     command: &CStr,
     key: &impl RawString,
-    words: &[Word],
+    words: &[Word<'_>],
 ) -> Result<(), CallError> {
     let replicate = api!(RedisModule_Replicate)?;
     if words.len() > MAX_WORDS {
@@ -410,6 +413,23 @@ pub fn replicate_words(
                 Some(s) => (b's', s.cast_const().cast()),
                 None => (b'c', t.as_ptr()),
             },
+            Word::Bytes(b) => {
+                let Ok(create) = api!(RedisModule_CreateString) else {
+                    free_evicted(&evicted);
+                    return Err(CallError::Failed("replicating (no CreateString)"));
+                };
+                // SAFETY: a NULL context is allowed (the string is then
+                // owned by the caller: released after the call below, as
+                // an evicted one is); `b` is live for the call and the
+                // server copies it.
+                let s = unsafe { create(std::ptr::null_mut(), b.as_ptr().cast(), b.len()) };
+                if s.is_null() {
+                    free_evicted(&evicted);
+                    return Err(CallError::Failed("replicating (no string)"));
+                }
+                *old = s;
+                (b's', s.cast_const().cast())
+            }
             Word::Int(v) | Word::Repeated(v) => {
                 let text = || {
                     let start = decimal(v, buf);

@@ -16,6 +16,16 @@ pub const CHUNK_RUNS: usize = 1024;
 #[cfg(any(test, feature = "fuzzing"))]
 pub const CHUNK_RUNS: usize = 3;
 
+/// The most runs a chunk split in place holds ([`Chunk::splice_record`]):
+/// past it the chunk is written again as chunks of [`CHUNK_RUNS`], so UNDOs
+/// splitting runs never grow one chunk without end. Larger than twice
+/// [`CHUNK_RUNS`] in the tests, whose chunks of a few runs would otherwise
+/// never be split in place.
+#[cfg(not(any(test, feature = "fuzzing")))]
+const SPLICED_RUNS: usize = 2 * CHUNK_RUNS;
+#[cfg(any(test, feature = "fuzzing"))]
+const SPLICED_RUNS: usize = 128;
+
 /// A stretch of consecutive runs, held encoded (records relative to the
 /// chunk's first run) but for the last run, which stays open so that the
 /// next entry of the same millisecond extends it. The summaries answer most
@@ -64,6 +74,15 @@ pub(super) struct Chunk {
     /// chain, whose members increase; see `chunked/mod.rs`).
     pub(super) min_id: i64,
     pub(super) max_id: i64,
+}
+
+/// Where a record of a chunk starts (a byte offset for [`BYTES`], a bit
+/// offset for a Rice code) and the state it is read after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct RecordAt {
+    pub(super) at: usize,
+    pub(super) score: i64,
+    pub(super) expected: i64,
 }
 
 /// A chunk whose records are the encoding's bytes.
@@ -199,13 +218,23 @@ impl Chunk {
     /// As `push`, in whatever room the block has (growing it as a vector
     /// grows when there is none).
     pub(super) fn append(&mut self, run: Run) {
-        let closed = self.last;
+        self.put_record(self.last);
+        self.last = run;
+        self.runs = self.runs.saturating_add(1);
+        self.entries = self.entries.saturating_add(run.count);
+        self.min_id = self.min_id.min(run.first);
+        self.max_id = self.max_id.max(run.last());
+    }
+
+    /// Writes `run` as the record after the last one (the state after
+    /// the records moves past it); nothing else changes.
+    fn put_record(&mut self, run: Run) {
         if self.kind == BYTES {
             put_run(
                 &mut self.bytes,
                 &mut self.tail_score,
                 &mut self.tail_expected,
-                closed,
+                run,
             );
         } else {
             let k = u32::from(self.kind.saturating_sub(1));
@@ -218,15 +247,123 @@ impl Chunk {
                 k,
                 &mut self.tail_score,
                 &mut self.tail_expected,
-                closed,
+                run,
             );
             self.pad = w.pad;
         }
-        self.last = run;
-        self.runs = self.runs.saturating_add(1);
-        self.entries = self.entries.saturating_add(run.count);
-        self.min_id = self.min_id.min(run.first);
-        self.max_id = self.max_id.max(run.last());
+    }
+
+    /// Replaces the record of `target` (one of the chunk's runs, not its
+    /// last) by records of `pieces` (what is left of it, in order: none
+    /// when it goes whole, two when it is split), in the chunk's kind: the
+    /// records before it are kept as they are, it and those after it (each
+    /// relative to the one before) are written again, and nothing else (an
+    /// UNDO of an entry in the middle of a chunk; the chunk is sealed again
+    /// only when rebuilt). False, changing nothing, when `target` is not a
+    /// record of the chunk, or a split would make the chunk twice its
+    /// size.
+    /// `place`, when given, is where [`Chunk::record_holding`] found it
+    /// (nothing changed since): read from there, not from the start.
+    pub(super) fn splice_record(
+        &mut self,
+        target: Run,
+        pieces: &[Run],
+        place: Option<RecordAt>,
+    ) -> bool {
+        let grows = pieces.len().saturating_sub(1);
+        if (self.runs as usize).saturating_add(grows) > SPLICED_RUNS {
+            return false;
+        }
+        let end = self.end();
+        let (mut at, mut score, mut expected) = (self.start, self.base_score, self.base_id);
+        let mut found = None;
+        if let Some(p) = place.filter(|p| p.at >= self.start && p.at < end) {
+            let (mut a, mut sc, mut ex) = (p.at, p.score, p.expected);
+            if self.read(&mut a, &mut sc, &mut ex).ok() == Some(target) {
+                found = Some((p.at, p.score, p.expected));
+                (at, score, expected) = (a, sc, ex);
+            }
+        }
+        while found.is_none() && at < end {
+            let state = (at, score, expected);
+            match self.read(&mut at, &mut score, &mut expected) {
+                Ok(run) if run == target => {
+                    found = Some(state);
+                    break;
+                }
+                // The members increase along the chunk: it is not here.
+                Ok(run) if run.first > target.first => return false,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+        let Some((from, score0, expected0)) = found else {
+            return false;
+        };
+        let mut after = Vec::new();
+        while at < end {
+            match self.read(&mut at, &mut score, &mut expected) {
+                Ok(run) => after.push(run),
+                Err(_) => return false,
+            }
+        }
+        self.truncate_records(from);
+        self.tail_score = score0;
+        self.tail_expected = expected0;
+        for &r in pieces.iter().chain(after.iter()) {
+            self.put_record(r);
+        }
+        let kept: u64 = pieces.iter().map(|r| r.count).sum();
+        self.entries = self
+            .entries
+            .saturating_sub(target.count)
+            .saturating_add(kept);
+        self.runs = (self.runs.saturating_add(pieces.len() as u32)).saturating_sub(1);
+        if from == self.start {
+            let first = pieces.first().or(after.first()).unwrap_or(&self.last);
+            self.first_score = first.score;
+            self.min_id = first.first;
+        }
+        true
+    }
+
+    /// The run holding member `id` when a record holds it (not the last
+    /// run), and where that record starts: the records are read up to it.
+    pub(super) fn record_holding(&self, id: i64) -> Option<(Run, RecordAt)> {
+        let (end, mut at) = (self.end(), self.start);
+        let (mut score, mut expected) = (self.base_score, self.base_id);
+        while at < end {
+            let place = RecordAt {
+                at,
+                score,
+                expected,
+            };
+            let run = self.read(&mut at, &mut score, &mut expected).ok()?;
+            if run.last() >= id {
+                return run.holds(id).then_some((run, place));
+            }
+        }
+        None
+    }
+
+    /// Cuts the records at `at` (a record's start: a byte offset for
+    /// [`BYTES`], a bit offset for a Rice code), the unused bits of a Rice
+    /// code's last byte cleared; the state after the records is the
+    /// caller's to set.
+    fn truncate_records(&mut self, at: usize) {
+        if self.kind == BYTES {
+            self.bytes.truncate(at);
+        } else {
+            self.bytes.truncate(at.div_ceil(8));
+            let used = (at % 8) as u32;
+            self.pad = 0;
+            if used > 0 {
+                if let Some(b) = self.bytes.last_mut() {
+                    *b &= (1u8 << used) - 1;
+                }
+                self.pad = (8 - used) as u8;
+            }
+        }
     }
 
     /// Every run of the chunk, in order.
@@ -342,15 +479,25 @@ impl Chunk {
     /// again (an UNDO of a recent entry, the usual one): false, changing
     /// nothing, when the last run does not hold it or is the chunk's only
     /// run.
+    #[cfg(test)]
     pub(super) fn remove_from_last(&mut self, id: i64) -> bool {
+        self.remove_range_from_last(id, id)
+    }
+
+    /// As [`Chunk::remove_from_last`], members `lo ..= hi` of the last run
+    /// (an UNDO of a recent charge of several units).
+    pub(super) fn remove_range_from_last(&mut self, lo: i64, hi: i64) -> bool {
         let run = self.last;
-        if !run.holds(id) || self.runs < 2 {
+        if lo > hi || !run.holds(lo) || !run.holds(hi) || self.runs < 2 {
             return false;
         }
-        // `first <= id <= last`: neither difference can overflow.
-        let before = u64::try_from(id.saturating_sub(run.first)).unwrap_or(0);
-        let after = run.count.saturating_sub(before).saturating_sub(1);
-        let next = id.saturating_add(1);
+        // `first <= lo <= hi <= last`: no difference can overflow.
+        let before = u64::try_from(lo.saturating_sub(run.first)).unwrap_or(0);
+        let gone = u64::try_from(hi.saturating_sub(lo))
+            .unwrap_or(0)
+            .saturating_add(1);
+        let after = run.count.saturating_sub(before).saturating_sub(gone);
+        let next = hi.saturating_add(1);
         match (before, after) {
             (0, 0) => {
                 if !self.pop_record() {
@@ -384,7 +531,7 @@ impl Chunk {
                 self.entries = self.entries.saturating_sub(after);
             }
         }
-        self.entries = self.entries.saturating_sub(1);
+        self.entries = self.entries.saturating_sub(gone);
         self.max_id = self.last.last();
         true
     }
@@ -406,19 +553,7 @@ impl Chunk {
         let Some(((at, score, expected), run)) = found else {
             return false;
         };
-        if self.kind == BYTES {
-            self.bytes.truncate(at);
-        } else {
-            self.bytes.truncate(at.div_ceil(8));
-            let used = (at % 8) as u32;
-            self.pad = 0;
-            if used > 0 {
-                if let Some(b) = self.bytes.last_mut() {
-                    *b &= (1u8 << used) - 1;
-                }
-                self.pad = (8 - used) as u8;
-            }
-        }
+        self.truncate_records(at);
         self.tail_score = score;
         self.tail_expected = expected;
         self.last = run;

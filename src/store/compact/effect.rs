@@ -556,14 +556,13 @@ impl Effect {
     /// The arguments after the key as words (`c"TRIM"`, an integer, ...),
     /// into `out`; `None` when they do not fit (or the effect carries a
     /// LOG payload, which is bytes). What the store propagates without
-    /// formatting strings.
-    /// (A CUT or a CHARGE carries a request id, bytes too.)
-    pub fn words<const N: usize>(&self, out: &mut [Word; N]) -> Option<usize> {
-        if self.log.is_some() || !self.cuts().is_empty() || !self.charges().is_empty() {
+    /// formatting strings (a CUT's or a CHARGE's request id as bytes).
+    pub fn words<'a, const N: usize>(&'a self, out: &mut [Word<'a>; N]) -> Option<usize> {
+        if self.log.is_some() {
             return None;
         }
         let mut n = 0usize;
-        let mut push = |t: Word| -> Option<()> {
+        let mut push = |t: Word<'a>| -> Option<()> {
             *out.get_mut(n)? = t;
             n += 1;
             Some(())
@@ -576,8 +575,20 @@ impl Effect {
             push(Word::Text(c"REMOVE"))?;
             push(Word::Int(id))?;
         }
+        for (request, units) in self.cuts() {
+            push(Word::Text(c"CUT"))?;
+            push(Word::Bytes(request))?;
+            push(Word::Repeated(i64::try_from(*units).ok()?))?;
+        }
         for r in &self.add {
             push(Word::Text(c"ADD"))?;
+            push(Word::Repeated(r.score))?;
+            push(Word::Int(r.first))?;
+            push(Word::Repeated(i64::try_from(r.count).unwrap_or(i64::MAX)))?;
+        }
+        for (request, r) in self.charges() {
+            push(Word::Text(c"CHARGE"))?;
+            push(Word::Bytes(request))?;
             push(Word::Repeated(r.score))?;
             push(Word::Int(r.first))?;
             push(Word::Repeated(i64::try_from(r.count).unwrap_or(i64::MAX)))?;
@@ -710,6 +721,60 @@ mod tests {
         let args = e.to_args();
         let again: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
         assert_eq!(Effect::parse(&again).unwrap(), e);
+    }
+
+    /// The words the store propagates from the stack say what `to_args`
+    /// says, word for word (request ids as their bytes, NUL included),
+    /// or there are none (too many, a LOG payload, a count past i64).
+    #[test]
+    fn the_words_are_the_arguments() {
+        let text = |w: &Word<'_>| -> Vec<u8> {
+            match *w {
+                Word::Text(t) => t.to_bytes().to_vec(),
+                Word::Int(v) | Word::Repeated(v) => v.to_string().into_bytes(),
+                Word::Bytes(b) => b.to_vec(),
+            }
+        };
+        let effects: [&[&str]; 6] = [
+            &["TRIM", "10", "ADD", "40", "4", "3", "PXAT", "1000"],
+            &["CHARGE", "req", "40", "7", "2", "PXAT", "1000"],
+            &[
+                "TRIM", "5", "CUT", "r", "0", "CHARGE", "r", "50", "9", "3", "PXAT", "9",
+            ],
+            &["CUT", "a", "3", "CUT", "b", "0"],
+            &[
+                "REMOVE", "3", "REMOVE", "4", "ADD", "40", "5", "1", "CHARGE", "x", "41", "6", "1",
+            ],
+            &[
+                "TRIM", "1", "REMOVE", "3", "REMOVE", "4", "ADD", "40", "5", "1", "CHARGE", "x",
+                "41", "6", "1", "PXAT", "9",
+            ],
+        ];
+        for args in effects {
+            let mut e = parse(args).unwrap();
+            // A request id with a NUL and a byte past ASCII.
+            if let Some(ids) = e.ids.as_mut() {
+                let requests = ids.charge.iter_mut().map(|(r, _)| r);
+                for r in requests.chain(ids.cut.iter_mut().map(|(r, _)| r)) {
+                    if r.starts_with(b"req") {
+                        *r = b"req\0\xff".to_vec();
+                    }
+                }
+            }
+            let mut out = [Word::Int(0); crate::ffi::MAX_WORDS];
+            match e.words(&mut out) {
+                Some(n) => {
+                    let words: Vec<Vec<u8>> = out[..n].iter().map(text).collect();
+                    assert_eq!(words, e.to_args(), "{args:?}");
+                }
+                None => assert!(e.to_args().len() > crate::ffi::MAX_WORDS, "{args:?}"),
+            }
+        }
+        let e = Effect {
+            log: Some(log_of(&[(5, 1)])),
+            ..Effect::default()
+        };
+        assert_eq!(e.words(&mut [Word::Int(0); crate::ffi::MAX_WORDS]), None);
     }
 
     #[test]

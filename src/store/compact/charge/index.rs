@@ -8,13 +8,55 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
+use super::super::bounds::MAX_REQUEST_ID;
+
 use super::heap::heapify;
 use super::table::{alive, grow, shrink, Held, Index, Records, Slot, Span};
 
 /// The hash of a request id: SipHash under keys drawn once per process.
+/// The last id hashed and its hash are kept (per thread: commands run on
+/// one), since a call looks the same id up several times (is it charged,
+/// may it be added, add it, index it): one SipHash a call, the others a
+/// comparison of the bytes.
 fn hash(request: &[u8]) -> u64 {
     static KEYS: OnceLock<RandomState> = OnceLock::new();
-    KEYS.get_or_init(RandomState::new).hash_one(request)
+    let sip = || KEYS.get_or_init(RandomState::new).hash_one(request);
+    // Ids are 1 to MAX_REQUEST_ID bytes; anything else is not kept.
+    if request.is_empty() || request.len() > MAX_REQUEST_ID {
+        return sip();
+    }
+    LAST_HASHED
+        .try_with(|cell| {
+            let Ok(mut last) = cell.try_borrow_mut() else {
+                return sip();
+            };
+            let len = request.len();
+            if usize::from(last.len) == len && last.bytes.get(..len) == Some(request) {
+                return last.hash;
+            }
+            let h = sip();
+            if let Some(to) = last.bytes.get_mut(..len) {
+                to.copy_from_slice(request);
+                last.len = len as u8;
+                last.hash = h;
+            }
+            h
+        })
+        .unwrap_or_else(|_| sip())
+}
+
+/// The last request id [`hash`] hashed (`len` 0: none yet; an id is at
+/// least one byte), and its hash.
+struct LastHashed {
+    bytes: [u8; MAX_REQUEST_ID],
+    len: u8,
+    hash: u64,
+}
+
+thread_local! {
+    static LAST_HASHED: std::cell::RefCell<LastHashed> = const {
+        std::cell::RefCell::new(LastHashed { bytes: [0; MAX_REQUEST_ID], len: 0, hash: 0 })
+    };
 }
 
 /// A free place in `by_request`.

@@ -25,7 +25,13 @@ impl Records {
         if !valid_request(request) {
             return Err(Bound::RequestId);
         }
-        match self.slot_of(request).and_then(|s| self.slots.get(s)) {
+        self.can_add_at(self.slot_of(request), request, span)
+    }
+
+    /// [`Records::can_add`] for the record in slot `found` (found under
+    /// `request`, a valid id; `None`: no record holds it).
+    fn can_add_at(&self, found: Option<usize>, request: &[u8], span: Span) -> Result<(), Bound> {
+        match found.and_then(|s| self.slots.get(s)) {
             None if self.live >= MAX_CHARGES => Err(Bound::Charges),
             // The ids' offsets are 32-bit: out of reach under MAX_CHARGES
             // (2^24 ids of at most 129 bytes), refused all the same.
@@ -58,8 +64,13 @@ impl Records {
     /// charge under `request`, made when missing (scored `score`; an
     /// existing one keeps its score, which the caller scored the ids at).
     pub fn add_span(&mut self, request: &[u8], score: i64, span: Span) -> Result<(), Bound> {
-        self.can_add(request, span)?;
-        match self.slot_of(request) {
+        if !valid_request(request) {
+            return Err(Bound::RequestId);
+        }
+        // One lookup for the check and the change.
+        let found = self.slot_of(request);
+        self.can_add_at(found, request, span)?;
+        match found {
             Some(s) => self.extend(s, span),
             None => self.make(request, score, span),
         }

@@ -260,6 +260,14 @@ impl Chunked {
     /// taken out of the middle of) and then adding `more` runs passes the
     /// bound on runs or on runs out of member order.
     pub(super) fn cut_fits(&self, gone: &[Span], more: u64) -> Result<(), Bound> {
+        // A span splits one run at most: when a split for each passes no
+        // bound, no run need be looked up (a chunk read for each).
+        let most = gone.len();
+        if self.runs.saturating_add(most as u64).saturating_add(more) <= MAX_RUNS
+            && self.strays.len().saturating_add(most) <= MAX_STRAYS
+        {
+            return Ok(());
+        }
         let (mut splits, mut stray_splits) = (0u64, 0usize);
         for g in gone {
             if let Some(r) = self.run_holding(g.first) {
@@ -285,9 +293,9 @@ impl Chunked {
     pub(super) fn remove_span(&mut self, span: Span) -> u64 {
         let mut hi = span.last();
         let mut removed = 0u64;
-        while let Some(r) = self.run_holding(hi) {
+        while let Some((r, at)) = self.run_holding_at(hi) {
             let lo = r.first.max(span.first);
-            if self.cut_out(r, lo, hi).is_err() {
+            if self.cut_out(r, lo, hi, at).is_err() {
                 break;
             }
             let n = u64::try_from(hi.saturating_sub(lo)).unwrap_or(0);

@@ -26,17 +26,24 @@ impl Chunked {
         if self.charged(id) {
             return Ok(false);
         }
-        let Some(run) = self.run_holding(id) else {
+        let Some((run, at)) = self.run_holding_at(id) else {
             return Ok(false);
         };
-        self.cut_out(run, id, id)?;
+        self.cut_out(run, id, id, at)?;
         Ok(true)
     }
 
-    /// Removes members `lo ..= hi`, all in `run` (a run of the log);
+    /// Removes members `lo ..= hi`, all in `run` (a run of the log; `at`:
+    /// where its record starts, when [`Chunked::run_holding_at`] said);
     /// or the bound that splitting the run in two would pass (nothing
     /// changed).
-    pub(super) fn cut_out(&mut self, run: Run, lo: i64, hi: i64) -> Result<(), Bound> {
+    pub(super) fn cut_out(
+        &mut self,
+        run: Run,
+        lo: i64,
+        hi: i64,
+        at: Option<RecordAt>,
+    ) -> Result<(), Bound> {
         let id = lo;
         // `first <= lo <= hi <= last`: no difference can overflow.
         let before = u64::try_from(lo.saturating_sub(run.first)).unwrap_or(0);
@@ -71,11 +78,12 @@ impl Chunked {
             let Some(ci) = self.chunk_for(id) else {
                 return Ok(());
             };
-            let removed_in_place = lo == hi
-                && self
-                    .chunks
-                    .get_mut(ci)
-                    .is_some_and(|c| c.remove_from_last(id));
+            // In place: the last run's members (a recent entry), or the
+            // run's record replaced by its pieces (the records after it
+            // written again, no other).
+            let removed_in_place = self.chunks.get_mut(ci).is_some_and(|c| {
+                c.remove_range_from_last(lo, hi) || c.splice_record(run, &pieces, at)
+            });
             if !removed_in_place {
                 let Some(mut runs) = self.chunks.get(ci).map(Chunk::decode) else {
                     return Ok(());
@@ -216,23 +224,28 @@ impl Chunked {
     pub(super) fn plan(&self, run: &Run) -> Result<(bool, usize), Bound> {
         let key = chain_key(run);
         let ci = self.chunks.partition_point(|c| chain_key(&c.last) < key);
-        // The first chain run after the run's place in the chain.
-        let succ = self
-            .chunks
-            .get(ci)
-            .and_then(|c| c.find_run(|r| chain_key(&r) >= key));
-        // Wider than a member: "no run after it" is above every member.
-        let stray_after = self
-            .strays
-            .iter()
-            .filter(|s| s.score > run.score)
-            .map(|s| i128::from(s.first))
-            .min()
-            .unwrap_or(i128::MAX);
-        let next = succ
-            .map_or(i128::MAX, |s| i128::from(s.first))
-            .min(stray_after);
-        let chain = i128::from(run.last()) < next;
+        // The first chain run after the run's place in the chain is in
+        // chunk `ci`, so its first member is at most that chunk's largest:
+        // a run above it (fresh members at an older score: a SETTLE
+        // raise) is no chain run, and the chunk need not be read.
+        let chain = self.chunks.get(ci).is_none_or(|c| c.max_id >= run.first) && {
+            let succ = self
+                .chunks
+                .get(ci)
+                .and_then(|c| c.find_run(|r| chain_key(&r) >= key));
+            // Wider than a member: "no run after it" is above every member.
+            let stray_after = self
+                .strays
+                .iter()
+                .filter(|s| s.score > run.score)
+                .map(|s| i128::from(s.first))
+                .min()
+                .unwrap_or(i128::MAX);
+            let next = succ
+                .map_or(i128::MAX, |s| i128::from(s.first))
+                .min(stray_after);
+            i128::from(run.last()) < next
+        };
         // The chain runs before it (scored at or below it with smaller
         // members when it joins the chain, scored below it when it does
         // not) ending at or above its first member become strays: a
@@ -259,6 +272,12 @@ impl Chunked {
         // Chunks before `end` lie wholly before the place; chunk `end`, if
         // any, holds it.
         let end = self.chunks.partition_point(|c| before(&c.last));
+        // The chain's members increase: when chunk `end` ends below the
+        // run's first member, so does every run before it (a SETTLE raise's
+        // fresh members), and no chunk need be read.
+        if self.chunks.get(end).is_some_and(|c| c.max_id < run.first) {
+            return 0;
+        }
         let mut n = 0usize;
         if let Some(c) = self.chunks.get(end) {
             let runs = c.decode();

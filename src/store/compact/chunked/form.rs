@@ -160,6 +160,23 @@ impl Chunked {
         c.find_run(|r| r.last() >= id).filter(|r| r.holds(id))
     }
 
+    /// As [`Chunked::run_holding`], with where its record starts when it
+    /// is a record of a chunk (not a stray, not a chunk's last run), for
+    /// a change that follows (see [`Chunked::cut_out`]).
+    pub(super) fn run_holding_at(&self, id: i64) -> Option<(Run, Option<RecordAt>)> {
+        if self.max_id.is_none_or(|m| id > m) {
+            return None;
+        }
+        if let Some(si) = self.stray_for(id) {
+            return self.strays.get(si).map(|&r| (r, None));
+        }
+        let c = self.chunks.get(self.chunk_for(id)?)?;
+        if c.last.holds(id) {
+            return Some((c.last, None));
+        }
+        c.record_holding(id).map(|(r, at)| (r, Some(at)))
+    }
+
     /// The digest's view of the log: per entry group `[score, first,
     /// count]`, canonical (equal scores ordered by member, contiguous runs
     /// merged), so two logs with the same entries give the same groups

@@ -131,6 +131,81 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// An UNDO in the middle of a chunk, in place: the record of any run
+    /// but the last replaced by what is left of it (nothing, a head, a
+    /// tail, or both), found from the start or from where
+    /// `record_holding` said, in every kind, after a trim or not: the
+    /// chunk reads back the runs with the members taken out, its
+    /// summaries agree, it still appends, and it seals the same.
+    #[test]
+    fn a_record_is_spliced_in_place(runs in chunk_runs(), pick in any::<u64>(), span in any::<u64>(), trim in any::<bool>(), located in any::<bool>()) {
+        prop_assume!(runs.len() > 1);
+        let i = (pick % (runs.len() as u64 - 1)) as usize;
+        let target = runs[i];
+        let lo = target.first + ((span % target.count) as i64);
+        let hi = lo + (((span >> 32) % (target.last() - lo + 1) as u64) as i64);
+        for kind in std::iter::once(BYTES).chain(1..=MAX_RICE_K as u8 + 1) {
+            let mut c = Chunk::from_runs_as(&runs, kind).unwrap();
+            let mut want = runs.clone();
+            // A trim before it (the front stepped past), when the target
+            // is not the first run.
+            let mut from = 0;
+            if trim && i > 0 {
+                let cutoff = runs[i - 1].score;
+                if runs[i].score > cutoff {
+                    c.trim_front(cutoff);
+                    from = want.iter().filter(|r| r.score <= cutoff).count();
+                }
+            }
+            let mut pieces = Vec::new();
+            if lo > target.first {
+                pieces.push(Run { count: (lo - target.first) as u64, ..target });
+            }
+            if hi < target.last() {
+                pieces.push(Run { first: hi + 1, count: (target.last() - hi) as u64, ..target });
+            }
+            let place = if located {
+                let (r, at) = c.record_holding(lo).expect("a record holds it");
+                prop_assert_eq!(r, target);
+                Some(at)
+            } else {
+                None
+            };
+            prop_assert!(c.splice_record(target, &pieces, place), "kind {}", kind);
+            want.splice(i..=i, pieces.iter().copied());
+            let want: Vec<Run> = want.split_off(from);
+            prop_assert_eq!(c.decode(), want.clone(), "kind {} lo {} hi {}", kind, lo, hi);
+            prop_assert_eq!(c.runs as usize, want.len());
+            prop_assert_eq!(c.entries, want.iter().map(|r| r.count).sum::<u64>());
+            prop_assert_eq!(c.min_id, want[0].first);
+            prop_assert_eq!(c.first_score(), want[0].score);
+            prop_assert_eq!(c.max_id, want.last().unwrap().last());
+            if c.kind != BYTES && c.pad > 0 {
+                let free = c.bytes.last().map_or(0, |b| b >> (8 - c.pad));
+                prop_assert_eq!(free, 0, "kind {}", kind);
+            }
+            // A run that is not a record is refused, changing nothing.
+            let before = c.decode();
+            let wider = Run { count: target.count + 1, ..target };
+            prop_assert!(!c.splice_record(wider, &[], None));
+            let last = *runs.last().unwrap();
+            prop_assert!(!c.splice_record(last, &[], None));
+            prop_assert_eq!(c.decode(), before);
+            let tail = want.last().unwrap();
+            let more = Run { score: tail.score + 1, first: tail.last() + 2, count: 1 };
+            c.push(more);
+            let mut want = want;
+            want.push(more);
+            prop_assert_eq!(c.decode(), want.clone(), "kind {} then push", kind);
+            c.seal();
+            prop_assert_eq!(c.decode(), want, "kind {} sealed", kind);
+        }
+    }
+}
+
 /// A sealed chunk of Poisson arrivals (1,024 runs, the production chunk) is
 /// written as a Rice code near the entropy: about 1.25 bytes a run at
 /// 10,000 an hour (a mean gap of 360 ms), against 1.7 for the bytes.
