@@ -630,7 +630,8 @@ def ratio(a, b):
 
 
 def build_id():
-    """The module measured: its path, sha256 and the worktree's commit."""
+    """The module measured: its path, sha256 and, when it is this
+    checkout's build, the checkout's commit."""
     with open(bench.MODULE, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()[:16]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -640,7 +641,11 @@ def build_id():
     except OSError:
         head = "?"
     built = time.strftime("%Y-%m-%d %H:%M", time.localtime(os.path.getmtime(bench.MODULE)))
-    return f"{bench.MODULE} (sha256 {digest}, built {built}; source {head})"
+    # A module given by SLIDEWIN_MODULE may come from any commit: the
+    # checkout's is not its source.
+    source = (f"source {head}" if not os.environ.get("SLIDEWIN_MODULE")
+              else f"given by SLIDEWIN_MODULE, its source unknown; bench from {head}")
+    return f"{bench.MODULE} (sha256 {digest}, built {built}; {source})"
 
 
 def main():
