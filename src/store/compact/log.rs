@@ -593,12 +593,22 @@ impl Held<'_> {
     /// The charge under `request`: its score and units (a small form with
     /// charges held as chunks from now on: its records are read once).
     pub fn charge_of(&mut self, request: &[u8]) -> Option<(i64, u64)> {
+        if let Some((b, s)) = self.held_small() {
+            if let Some(answer) = small::charge_of(b, s, request) {
+                return answer;
+            }
+        }
         self.promote_charges();
         self.log.charge_of(request)
     }
 
     /// The number of charges (see [`Held::charge_of`]).
     pub fn charge_count(&mut self) -> usize {
+        if let Some((b, s)) = self.held_small() {
+            if let Some(n) = small::charge_count(b, s) {
+                return n;
+            }
+        }
         self.promote_charges();
         self.log.charge_count()
     }
@@ -623,6 +633,15 @@ impl Held<'_> {
     ) -> Result<Option<(i64, i64)>, Bound> {
         if n == 0 {
             return Ok(None);
+        }
+        // A new charge of one unit after every entry: in place.
+        if n == 1 {
+            if let Some((b, s)) = self.held_small() {
+                if let Some(added) = small::add_charge(b, s, request, score_ms, SMALL_FORM_BYTES) {
+                    self.hold.dirty = true;
+                    return Ok(Some(added));
+                }
+            }
         }
         self.edit(|c| c.add_units(request, score_ms, n))
     }

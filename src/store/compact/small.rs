@@ -24,7 +24,8 @@
 //! change leaves every charge alone (a trim that removes a run falls back
 //! to the chunks, which drop the charges that went with it).
 
-use super::bounds::MAX_SCORE;
+use super::bounds::{MAX_CHARGES, MAX_CHARGE_SPANS, MAX_ENTRIES, MAX_REQUEST_ID, MAX_SCORE};
+use super::charge::{valid_request, SMALL_CHARGES};
 use super::codec::{
     put_run, put_varint, read_run, unzigzag, varint_len, zigzag, Reader, Sink, VERSION,
     VERSION_SMALL_CHARGES,
@@ -448,7 +449,7 @@ pub(super) fn newest_entry(s: &Summary) -> Option<Option<(f64, Option<i64>)>> {
 /// a member not above every other, a log that would outgrow the small
 /// form, an id or score no log may hold), nothing changed.
 pub(super) fn add(bytes: &mut SmallForm, s: &mut Summary, now_ms: i64, id: i64) -> Option<()> {
-    if id < 0 || !(0..=MAX_SCORE).contains(&now_ms) {
+    if id < 0 || !(0..=MAX_SCORE).contains(&now_ms) || s.entries >= MAX_ENTRIES {
         return None;
     }
     let run = Run {
@@ -462,7 +463,9 @@ pub(super) fn add(bytes: &mut SmallForm, s: &mut Summary, now_ms: i64, id: i64) 
         put_varint(&mut tail, zigzag(now_ms));
         let (mut sc, mut ex) = (now_ms, 1i64);
         put_run(&mut tail, &mut sc, &mut ex, run);
-        let old_len = bytes.len().checked_sub(s.n_at)?;
+        // Up to where the runs end: a charge record may follow (see
+        // `add_charge`).
+        let old_len = runs_end(s)?.checked_sub(s.n_at)?;
         bytes.splice(s.n_at, old_len, tail.bytes())?;
         *s = scan(bytes.bytes())?;
         return Some(());
@@ -539,4 +542,215 @@ pub(super) fn set_expiry(bytes: &mut SmallForm, s: &mut Summary, at_ms: i64) -> 
 /// as the chunked path leaves such a log.
 pub(super) fn is_blank(s: &Summary) -> bool {
     s.runs == 0 && !s.expires
+}
+
+/// What a pass over a small form's charge records (see `codec.rs`'s
+/// `put_small_records`) finds: how many there are, the one under the
+/// request id looked up, and what a record appended after them needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RecordScan {
+    count: usize,
+    /// The record under the id looked up: its first span's first member
+    /// and its units.
+    found: Option<(i64, u64)>,
+    /// The member a record after the last would `follow` from (its first
+    /// span's last member plus one; 1 when there is no record).
+    expected: i64,
+    /// The greatest member of any record's span (-1 when none).
+    top: i64,
+}
+
+/// Reads the charge records of a small form from where its runs end, each
+/// value checked as `codec.rs`'s `read_small_records` checks it (lengths,
+/// flags, span counts, ranges), at most [`SMALL_CHARGES`] of them, in the
+/// order of their first members (as every small form writes them), and
+/// looks `request` up among them: at most [`SMALL_CHARGES`] records of at
+/// most [`MAX_CHARGE_SPANS`] spans, so O(1). `None` for anything else (the
+/// caller takes the chunked path).
+fn scan_records(bytes: &[u8], s: &Summary, request: &[u8]) -> Option<RecordScan> {
+    let mut r = Reader {
+        bytes,
+        at: runs_end(s)?,
+    };
+    let mut scan = RecordScan {
+        count: 0,
+        found: None,
+        expected: 1,
+        top: -1,
+    };
+    let mut prev_first = None;
+    while r.at < bytes.len() {
+        if scan.count >= SMALL_CHARGES {
+            return None;
+        }
+        let tag = r.varint().ok()?;
+        let (several, one, follows) = (tag & 4 != 0, tag & 2 != 0, tag & 1 != 0);
+        let len = usize::try_from((tag >> 3).checked_add(1)?).ok()?;
+        if len > MAX_REQUEST_ID || (several && one) {
+            return None;
+        }
+        let end = r.at.checked_add(len)?;
+        let id = bytes.get(r.at..end)?;
+        r.at = end;
+        let n = if several { r.varint().ok()? } else { 1 };
+        if n < 1 || (several && n < 2) || n > MAX_CHARGE_SPANS as u64 {
+            return None;
+        }
+        let first = match follows {
+            true => scan.expected,
+            false => i64::try_from(r.varint().ok()?).ok()?,
+        };
+        let more = match one {
+            true => 0,
+            false => i64::try_from(r.varint().ok()?).ok()?,
+        };
+        let last = first.checked_add(more)?;
+        if first < 0 || prev_first.is_some_and(|p| p >= first) {
+            return None;
+        }
+        prev_first = Some(first);
+        let mut units = u64::try_from(more).ok()?.checked_add(1)?;
+        let mut top = last;
+        for _ in 1..n {
+            let f = i64::try_from(r.varint().ok()?).ok()?;
+            let m = i64::try_from(r.varint().ok()?).ok()?;
+            top = top.max(f.checked_add(m)?);
+            units = units.checked_add(u64::try_from(m).ok()?.checked_add(1)?)?;
+        }
+        if id == request {
+            if scan.found.is_some() {
+                return None;
+            }
+            scan.found = Some((first, units));
+        }
+        scan.expected = last.checked_add(1)?;
+        scan.top = scan.top.max(top);
+        scan.count += 1;
+    }
+    Some(scan)
+}
+
+/// The score of the run holding member `id`, when one does.
+fn score_of(bytes: &[u8], s: &Summary, id: i64) -> Option<i64> {
+    if s.runs == 0 {
+        return None;
+    }
+    let mut r = Reader {
+        bytes,
+        at: s.rec_at,
+    };
+    let (mut score, mut expected) = (s.first_score, 1i64);
+    for _ in 0..s.runs {
+        let run = read_run(&mut r, &mut score, &mut expected).ok()?;
+        if run.holds(id) {
+            return Some(run.score);
+        }
+    }
+    None
+}
+
+/// The charge under `request` as `Chunked::charge` answers it (its score
+/// and units), read off the bytes: `Some(None)` when there is none,
+/// `None` when not answered here.
+pub(super) fn charge_of(
+    bytes: &SmallForm,
+    s: &Summary,
+    request: &[u8],
+) -> Option<Option<(i64, u64)>> {
+    if !s.charges {
+        return Some(None);
+    }
+    let b = bytes.bytes();
+    let Some((first, units)) = scan_records(b, s, request)?.found else {
+        return Some(None);
+    };
+    Some(Some((score_of(b, s, first)?, units)))
+}
+
+/// The number of charges; `None` when not answered here.
+pub(super) fn charge_count(bytes: &SmallForm, s: &Summary) -> Option<usize> {
+    if !s.charges {
+        return Some(0);
+    }
+    scan_records(bytes.bytes(), s, &[]).map(|scan| scan.count)
+}
+
+/// Makes a new charge of one unit under `request`, scored `now_ms`, under
+/// the member above every other (as `Chunked::add_units` does): its entry
+/// added as [`add`] adds one, its record appended after the others (the
+/// first member of a new charge is above every other, so its record is
+/// the last in their order), the version byte made
+/// [`VERSION_SMALL_CHARGES`] for a form that held no charge. The score and
+/// member given, or `None`: not done here, nothing changed (a charge
+/// already under `request`, as many charges as a small form holds, a form
+/// that would pass `cap` bytes, an entry [`add`] does not add in place,
+/// any bound the loader checks).
+pub(super) fn add_charge(
+    bytes: &mut SmallForm,
+    s: &mut Summary,
+    request: &[u8],
+    now_ms: i64,
+    cap: usize,
+) -> Option<(i64, i64)> {
+    if !valid_request(request) {
+        return None;
+    }
+    let scan = match s.charges {
+        true => scan_records(bytes.bytes(), s, request)?,
+        false => RecordScan {
+            count: 0,
+            found: None,
+            expected: 1,
+            top: -1,
+        },
+    };
+    if scan.found.is_some() || scan.count >= SMALL_CHARGES.min(MAX_CHARGES) {
+        return None;
+    }
+    let first = s.max_id.checked_add(1)?.max(1);
+    // Disjoint from every charge's units (they are entries of the log,
+    // all at or below `max_id`: checked all the same).
+    if first <= scan.top {
+        return None;
+    }
+    // The record: the tag (one span of one unit), the id, the first
+    // member unless it follows the last record's.
+    let follows = first == scan.expected;
+    let mut tag = Stack::new();
+    let len = u64::try_from(request.len().checked_sub(1)?).ok()?;
+    put_varint(&mut tag, len << 3 | 1 << 1 | u64::from(follows));
+    let mut tail = Stack::new();
+    if !follows {
+        put_varint(&mut tail, u64::try_from(first).ok()?);
+    }
+    // The new entry takes at most a record of four fields and a byte more
+    // of run count: a form that might pass the cap is left to the chunks.
+    let total = bytes
+        .len()
+        .checked_add(tag.len)?
+        .checked_add(request.len())?
+        .checked_add(tail.len)?
+        .checked_add(32)?;
+    if total > cap {
+        return None;
+    }
+    let was = (s.charges, bytes.bytes().first().copied()?);
+    let at = bytes.len();
+    bytes.splice(at, 0, tag.bytes())?;
+    if bytes.splice(bytes.len(), 0, request).is_none()
+        || bytes.splice(bytes.len(), 0, tail.bytes()).is_none()
+        || bytes.splice(0, 1, &[VERSION_SMALL_CHARGES]).is_none()
+    {
+        let _ = bytes.splice(at, bytes.len().saturating_sub(at), &[]);
+        return None;
+    }
+    s.charges = true;
+    if add(bytes, s, now_ms, first).is_none() {
+        // Undone: the record and the version byte as they were.
+        let _ = bytes.splice(at, bytes.len().saturating_sub(at), &[]);
+        let _ = bytes.splice(0, 1, &[was.1]);
+        s.charges = was.0;
+        return None;
+    }
+    Some((now_ms, first))
 }

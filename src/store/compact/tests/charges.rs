@@ -712,8 +712,9 @@ fn small_records_refuse_what_the_loader_refuses() {
 
 /// A CHECK without an ID on a small log with charges changes its runs in
 /// place (the summary kept, no chunks), the records after them as they
-/// were: the very bytes the chunked path writes. A trim that takes a run,
-/// or a question about a charge, goes through the chunks.
+/// were: the very bytes the chunked path writes. A question about a charge
+/// is answered off the bytes; a trim that takes a run goes through the
+/// chunks.
 #[test]
 fn a_check_without_id_leaves_the_charges_in_place() {
     let base = 1_796_000_000_000i64;
@@ -741,11 +742,11 @@ fn a_check_without_id_leaves_the_charges_in_place() {
         assert_eq!(own(&log), written, "at {t}");
     }
     assert_eq!(log.charge_count(), SMALL_CHARGES);
-    // A question about a charge: through the chunks, the bytes unchanged.
+    // A question about a charge: read off the bytes, unchanged.
     let before = own(&log);
     hold.on(&mut log).expand();
     assert_eq!(hold.on(&mut log).charge_of(&req(2)), Some((base, 1)));
-    assert!(hold.small.is_none());
+    assert!(hold.small.is_some());
     hold.settle(&mut log);
     assert_eq!(own(&log), before);
     // The window leaves the charges behind: the trim goes through the
@@ -763,4 +764,180 @@ fn a_check_without_id_leaves_the_charges_in_place() {
     log.check().unwrap();
     assert_eq!(log.charge_count(), 0);
     assert_eq!(log.encode()[0], VERSION);
+}
+
+/// A step of [`new_charges_in_place_write_what_the_chunks_write`].
+#[derive(Debug, Clone)]
+enum SmallStep {
+    /// A new charge of one unit under request `r` (a lookup first, as a
+    /// CHECK with an ID makes), `dt` ms on.
+    Charge(u8, i64),
+    /// An entry without an ID, `dt` ms on, `gap` members above the top.
+    Add(i64, i64),
+    /// The expiry set, `dt` ms after the clock.
+    Expire(i64),
+    /// The clock steps back (a charge scored before the newest entry).
+    Back(i64),
+}
+
+fn small_step() -> impl Strategy<Value = SmallStep> {
+    prop_oneof![
+        6 => (0..18u8, prop_oneof![2 => Just(0i64), 1 => 1..3i64, 1 => 100..20_000i64])
+            .prop_map(|(r, dt)| SmallStep::Charge(r, dt)),
+        2 => (0..3i64, 1..4i64).prop_map(|(dt, g)| SmallStep::Add(dt, g)),
+        1 => (0..1_000_000i64).prop_map(SmallStep::Expire),
+        1 => (1..50i64).prop_map(SmallStep::Back),
+    ]
+}
+
+/// The request ids of [`new_charges_in_place_write_what_the_chunks_write`]:
+/// those of [`request`], and long ones of their own (a few pass the byte
+/// cap of the small form).
+fn small_request(i: u8) -> Vec<u8> {
+    match i % 6 {
+        4 => vec![i; 100],
+        5 => vec![i; MAX_REQUEST_ID],
+        _ => request(i),
+    }
+}
+
+/// The own bytes of a small form (empty for a log in chunks).
+fn small_bytes(log: &CompactLog) -> Vec<u8> {
+    match &log.repr {
+        Repr::Small(b) => b.bytes().to_vec(),
+        Repr::Large(_) => Vec::new(),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// A CHECK with an ID on a small log, held in its small form: the
+    /// lookup and the count of charges read off the bytes, and a new
+    /// charge of one unit written in place, answer and write exactly what
+    /// the round trip through the chunks (decode, change, encode) answers
+    /// and writes, byte for byte, whatever the log (no charge yet, ids of
+    /// 1 to 128 bytes, binary ids, runs joined or not, the clock back,
+    /// the byte cap, past `SMALL_CHARGES`); every log loads again.
+    #[test]
+    fn new_charges_in_place_write_what_the_chunks_write(
+        steps in proptest::collection::vec(small_step(), 1..40),
+    ) {
+        let mut log = CompactLog::new();
+        let mut hold = Hold::default();
+        let mut now = 1_796_000_000_000i64;
+        let mut top = 0i64;
+        for step in steps {
+            match step {
+                SmallStep::Charge(r, dt) => {
+                    now += dt;
+                    let req = small_request(r);
+                    let mut twin = log.clone();
+                    let mut h = hold.on(&mut log);
+                    h.expand();
+                    let found = h.charge_of(&req);
+                    prop_assert_eq!(found, twin.charge_of(&req));
+                    prop_assert_eq!(h.charge_count(), twin.charge_count());
+                    if found.is_some() {
+                        hold.settle(&mut log);
+                        continue;
+                    }
+                    let made = hold.on(&mut log).raise_charge(&req, now, 0, 1);
+                    hold.settle(&mut log);
+                    let want = twin.raise_charge(&req, now, 0, 1);
+                    prop_assert_eq!(made, want);
+                    if let Ok(Some(r)) = made {
+                        top = top.max(r.first);
+                    }
+                    prop_assert_eq!(small_bytes(&log), small_bytes(&twin));
+                    prop_assert_eq!(&log, &twin);
+                    prop_assert_eq!(log.charges(), twin.charges());
+                    prop_assert_eq!(log.encode(), twin.encode());
+                }
+                SmallStep::Add(dt, gap) => {
+                    now += dt;
+                    top += gap;
+                    let mut h = hold.on(&mut log);
+                    h.expand();
+                    let _ = h.add_scored(now, top);
+                    hold.settle(&mut log);
+                }
+                SmallStep::Expire(dt) => {
+                    let mut h = hold.on(&mut log);
+                    h.expand();
+                    h.set_expiry(now + dt);
+                    hold.settle(&mut log);
+                }
+                SmallStep::Back(dt) => now -= dt,
+            }
+            log.check().map_err(TestCaseError::fail)?;
+            let again = CompactLog::decode(&log.encode()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(&again, &log);
+            prop_assert_eq!(again.charges(), log.charges());
+        }
+    }
+}
+
+/// CHECK with an ID on a small log: the lookup, the count and a new
+/// charge of one unit are made on the bytes (the log stays held in its
+/// small form: no chunks), the first charge too (the version byte made
+/// [`VERSION_SMALL_CHARGES`]); a charge it cannot make there (past
+/// `SMALL_CHARGES`) goes through the chunks.
+#[test]
+fn a_new_charge_is_made_in_place() {
+    let base = 1_796_000_000_000i64;
+    let mut log = CompactLog::new();
+    let mut hold = Hold::default();
+    let req = |i: usize| format!("req-{i:012}").into_bytes();
+    let rule = Rule::new(100, 60_000);
+    for i in 0..SMALL_CHARGES {
+        hold.on(&mut log).expand();
+        let v = window::check_request(
+            &mut hold.on(&mut log),
+            base,
+            &rule,
+            Want::default(),
+            Some(&req(i)),
+        )
+        .unwrap();
+        assert!(v.allowed && !v.repeated);
+        assert!(hold.small.is_some(), "charge {i} held in place");
+        hold.settle(&mut log);
+        log.check().unwrap();
+        assert!(small_has_charges(match &log.repr {
+            Repr::Small(b) => b,
+            Repr::Large(_) => panic!("chunks after charge {i}"),
+        }));
+    }
+    assert_eq!(log.charge_count(), SMALL_CHARGES);
+    assert_eq!(log.charge_of(&req(1)), Some((base, 1)));
+    // A repeat: found in place, nothing changed.
+    let before = small_bytes(&log);
+    hold.on(&mut log).expand();
+    let v = window::check_request(
+        &mut hold.on(&mut log),
+        base + 9,
+        &rule,
+        Want::default(),
+        Some(&req(2)),
+    )
+    .unwrap();
+    assert!(v.allowed && v.repeated);
+    assert!(hold.small.is_some());
+    hold.settle(&mut log);
+    assert_eq!(small_bytes(&log), before);
+    // One more: through the chunks.
+    hold.on(&mut log).expand();
+    window::check_request(
+        &mut hold.on(&mut log),
+        base + 10,
+        &rule,
+        Want::default(),
+        Some(&req(99)),
+    )
+    .unwrap();
+    assert!(hold.small.is_none());
+    hold.settle(&mut log);
+    log.check().unwrap();
+    assert_eq!(log.charge_count(), SMALL_CHARGES + 1);
 }
