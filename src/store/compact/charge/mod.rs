@@ -77,6 +77,7 @@ mod records;
 mod table;
 
 pub use build::{RecordsBuilder, SmallRecords};
+pub use records::Found;
 pub use table::{valid_request, Record, Records, Span, SMALL_CHARGES};
 
 #[cfg(test)]

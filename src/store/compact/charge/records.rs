@@ -8,6 +8,16 @@ use super::table::{
     grow, shrink, valid_request, FoundCharge, Records, Slot, Span, DEAD, SMALL_CHARGES,
 };
 
+/// A record looked up by id (see [`Records::find`]): its slot, or none,
+/// with the table's live records and id bytes then (a record made since
+/// changes both: a stale absence is looked up again).
+#[derive(Debug, Clone, Copy)]
+pub struct Found {
+    slot: Option<usize>,
+    live: usize,
+    ids: usize,
+}
+
 impl Records {
     /// The charge under `request`, if any.
     pub fn get(&self, request: &[u8]) -> Option<FoundCharge> {
@@ -26,6 +36,71 @@ impl Records {
             return Err(Bound::RequestId);
         }
         self.can_add_at(self.slot_of(request), request, span)
+    }
+
+    /// The record under `request`, looked up once for a call that then
+    /// tests and adds with [`Records::can_add_found`] and
+    /// [`Records::add_span_found`]: valid only while the table is not
+    /// changed in between (each checks the slot still holds `request`,
+    /// and looks it up again if not).
+    pub fn find(&self, request: &[u8]) -> Found {
+        Found {
+            slot: self.slot_of(request),
+            live: self.live,
+            ids: self.ids.len(),
+        }
+    }
+
+    /// The score of the record [`Records::find`] found.
+    pub fn found_score(&self, found: Found) -> Option<i64> {
+        found.slot.and_then(|s| self.slots.get(s)).map(|s| s.score)
+    }
+
+    /// `found` if it still names `request`'s record (or its absence, when
+    /// the table has no index and looking again costs a scan of at most
+    /// SMALL_CHARGES slots); else the record looked up again.
+    fn refound(&self, found: Found, request: &[u8]) -> Option<usize> {
+        match found.slot {
+            Some(s)
+                if self
+                    .slots
+                    .get(s)
+                    .is_some_and(|slot| slot.live() && self.request_of(slot) == request) =>
+            {
+                Some(s)
+            }
+            Some(_) => self.slot_of(request),
+            None if found.live == self.live && found.ids == self.ids.len() => None,
+            None => self.slot_of(request),
+        }
+    }
+
+    /// [`Records::can_add`] for the record `found` under `request`.
+    pub fn can_add_found(&self, found: Found, request: &[u8], span: Span) -> Result<(), Bound> {
+        if !valid_request(request) {
+            return Err(Bound::RequestId);
+        }
+        self.can_add_at(self.refound(found, request), request, span)
+    }
+
+    /// [`Records::add_span`] for the record `found` under `request`.
+    pub fn add_span_found(
+        &mut self,
+        found: Found,
+        request: &[u8],
+        score: i64,
+        span: Span,
+    ) -> Result<(), Bound> {
+        if !valid_request(request) {
+            return Err(Bound::RequestId);
+        }
+        let found = self.refound(found, request);
+        self.can_add_at(found, request, span)?;
+        match found {
+            Some(s) => self.extend(s, span),
+            None => self.make(request, score, span),
+        }
+        Ok(())
     }
 
     /// [`Records::can_add`] for the record in slot `found` (found under

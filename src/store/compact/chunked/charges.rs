@@ -83,7 +83,11 @@ impl Chunked {
         if !valid_request(request) {
             return Err(Bound::RequestId);
         }
-        let existing = self.charge(request).map(|(s, _)| s);
+        // One lookup of the id for the test, the bounds and the add (the
+        // records do not change in between: `insert` touches the runs).
+        let found = self.records.as_ref().map(|r| (r.find(request), r));
+        let existing = found.and_then(|(f, r)| r.found_score(f));
+        let found = found.map(|(f, _)| f);
         if n == 0 {
             return Ok(None);
         }
@@ -109,14 +113,14 @@ impl Chunked {
             first,
             count: n,
         };
-        match self.add_charge(request, run) {
+        match self.add_charge_found(found, request, run) {
             Ok(()) => {}
             Err(Bound::Strays) if existing.is_none() => {
                 let Some(top) = self.top_score().filter(|&t| t > run.score) else {
                     return Err(Bound::Strays);
                 };
                 run.score = top;
-                self.add_charge(request, run)?;
+                self.add_charge_found(found, request, run)?;
             }
             Err(b) => return Err(b),
         }
@@ -224,6 +228,32 @@ impl Chunked {
         self.records
             .get_or_insert_with(Default::default)
             .add_span(request, run.score, span)
+    }
+
+    /// [`Chunked::add_charge`] with the record under `request` looked up
+    /// already (`None`: no records then).
+    fn add_charge_found(
+        &mut self,
+        found: Option<Found>,
+        request: &[u8],
+        run: Run,
+    ) -> Result<(), Bound> {
+        let span = Span {
+            first: run.first,
+            count: run.count,
+        };
+        match (&self.records, found) {
+            (Some(r), Some(f)) => r.can_add_found(f, request, span)?,
+            (Some(r), None) => r.can_add(request, span)?,
+            (None, _) if !valid_request(request) => return Err(Bound::RequestId),
+            (None, _) => {}
+        }
+        self.insert(run)?;
+        let records = self.records.get_or_insert_with(Default::default);
+        match found {
+            Some(f) => records.add_span_found(f, request, run.score, span),
+            None => records.add_span(request, run.score, span),
+        }
     }
 
     /// Keeps the first `keep` units of the charge under `request` (the
