@@ -7,6 +7,7 @@ mod chunks;
 mod decoding;
 mod golden;
 mod model;
+mod small_charges;
 mod support;
 
 use proptest::prelude::*;
