@@ -215,19 +215,7 @@ impl Chunked {
         request: &[u8],
         run: Run,
     ) -> Result<(), Bound> {
-        let span = Span {
-            first: run.first,
-            count: run.count,
-        };
-        match &self.records {
-            Some(r) => r.can_add(request, span)?,
-            None if !valid_request(request) => return Err(Bound::RequestId),
-            None => {}
-        }
-        self.insert(run)?;
-        self.records
-            .get_or_insert_with(Default::default)
-            .add_span(request, run.score, span)
+        self.add_charge_found(None, request, run)
     }
 
     /// [`Chunked::add_charge`] with the record under `request` looked up
