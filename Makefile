@@ -250,7 +250,7 @@ bench-smoke: deps build ## A short run of the benchmark (checks it works and sto
 	$(PYTHON) bench/bench.py --scale 0.02 --rounds 1
 	$(PYTHON) bench/eviction.py --smoke
 	$(PYTHON) bench/limits_bench.py --smoke
-	$(PYTHON) bench/small_keys.py --keys 1000 --servers redis-7.0
+	$(PYTHON) bench/small_keys.py --keys 1000 --servers redis-7.0 --apart-ms 100
 	$(PYTHON) bench/instructions.py --keys 20 --full-keys 1
 	$(PYTHON) bench/instructions.py --keys 20 --full-keys 1 --log-type compact
 	$(PYTHON) bench/hostile_logs.py --scale 0.01
@@ -265,7 +265,7 @@ bench-charges: deps build ## Charges at scale (issue 39): 1k to 1M live charges 
 bench-eviction: deps build ## What maxmemory eviction does to limiter keys: every policy, both log types, the four servers; writes bench/results-eviction.md
 	$(PYTHON) bench/eviction.py --out bench/results-eviction.md
 
-bench-small-keys: build ## What a limit-5 key costs the server: used_memory over 100,000 keys, compact against sorted sets and a fixed-window counter, the four servers; writes bench/results-small-keys.md
+bench-small-keys: build ## What a limit-5 key costs the server: used_memory over 100,000 keys (five calls in one burst, 1 s apart, 20 s apart; about 25 minutes), compact against sorted sets and a fixed-window counter, the four servers; writes bench/results-small-keys.md
 	$(PYTHON) bench/small_keys.py --servers "$$(echo $(BENCH_SERVERS) | tr ' ' ,)" --out bench/results-small-keys.md
 
 .PHONY: bench-limits

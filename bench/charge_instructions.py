@@ -17,7 +17,8 @@ ap.add_argument("--tag", default="x")
 o = ap.parse_args()
 os.makedirs(o.out, exist_ok=True)
 wrapper = ["valgrind", "--tool=callgrind", "--toggle-collect=call",
-           "--callgrind-out-file=callgrind.out.%p", "--dump-instr=no"]
+           "--callgrind-out-file=callgrind.out.%p", "--dump-instr=no",
+           "--compress-strings=no", "--compress-pos=no"]  # each dump names its functions: callgrind_annotate reads it alone
 srv = Server(o.server, wrapper=wrapper, timeout=120,
              module_args=["log-type", o.log_type, "max-limit", "10000000", "max-charges-per-key", str(1 << 24)])
 pid = srv.proc.pid

@@ -190,6 +190,34 @@ pub struct IdOps {
     pub charge: Vec<(Vec<u8>, Run)>,
 }
 
+/// How many request ids' blocks (and CUTs and CHARGEs) [`Effect::recycle`]
+/// keeps for the next call.
+const SPARE_KEPT: usize = 4;
+
+thread_local! {
+    /// The CUTs and CHARGEs of the last effect recycled, emptied.
+    static SPARE_IDS: std::cell::Cell<Option<Box<IdOps>>> = const { std::cell::Cell::new(None) };
+    /// The blocks of its request ids, emptied (at most [`SPARE_KEPT`]).
+    static SPARE_REQUESTS: std::cell::Cell<Vec<Vec<u8>>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// `request` in a block of its own, a kept one when there is one.
+fn request_block(request: &[u8]) -> Vec<u8> {
+    let kept = SPARE_REQUESTS
+        .try_with(|cell| {
+            let mut spare = cell.take();
+            let r = spare.pop();
+            cell.set(spare);
+            r
+        })
+        .ok()
+        .flatten();
+    let mut block = kept.unwrap_or_default();
+    block.clear();
+    block.extend_from_slice(request);
+    block
+}
+
 /// A request id argument (1 to [`MAX_REQUEST_ID`] bytes).
 fn request_id(what: &'static str, bytes: Option<&&[u8]>) -> Result<Vec<u8>, ApplyError> {
     let Some(bytes) = bytes else {
@@ -236,7 +264,35 @@ impl Effect {
     }
 
     fn ids_mut(&mut self) -> &mut IdOps {
-        self.ids.get_or_insert_with(Default::default)
+        self.ids.get_or_insert_with(|| {
+            SPARE_IDS
+                .try_with(std::cell::Cell::take)
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+        })
+    }
+
+    /// Keeps the blocks of its CUTs and CHARGEs (emptied) for the next
+    /// call's effect, unless they grew large: recording a call's charge
+    /// then allocates nothing. Commands run on one thread.
+    pub fn recycle(&mut self) {
+        let Some(mut ids) = self.ids.take() else {
+            return;
+        };
+        let _ = SPARE_REQUESTS.try_with(|cell| {
+            let mut spare = cell.take();
+            let requests = ids.cut.drain(..).map(|(r, _)| r);
+            for r in requests.chain(ids.charge.drain(..).map(|(r, _)| r)) {
+                if spare.len() < SPARE_KEPT && r.capacity() <= MAX_REQUEST_ID {
+                    spare.push(r);
+                }
+            }
+            cell.set(spare);
+        });
+        if ids.cut.capacity() <= SPARE_KEPT && ids.charge.capacity() <= SPARE_KEPT {
+            let _ = SPARE_IDS.try_with(|cell| cell.set(Some(ids)));
+        }
     }
 
     /// Whether applying it would change nothing.
@@ -652,8 +708,9 @@ impl Effect {
                 return;
             }
         }
+        let request = request_block(request);
         self.ids_mut().charge.push((
-            request.to_vec(),
+            request,
             Run {
                 score,
                 first,
@@ -668,7 +725,7 @@ impl Effect {
         let cut = &mut self.ids_mut().cut;
         match cut.iter_mut().find(|(r, _)| r.as_slice() == request) {
             Some((_, u)) => *u = units,
-            None => cut.push((request.to_vec(), units)),
+            None => cut.push((request_block(request), units)),
         }
     }
 

@@ -266,3 +266,38 @@ fn recorded_adds_join_into_runs() {
         ]
     );
 }
+
+/// An effect recycled leaves nothing of its CUTs and CHARGEs to the next
+/// one: the kept blocks come back emptied (a shorter id after a longer
+/// one reads as itself), and the effects print what a fresh one prints.
+#[test]
+fn a_recycled_effect_leaves_nothing_behind() {
+    let long = vec![b'x'; MAX_REQUEST_ID];
+    for round in 0..3 {
+        let mut e = Effect::default();
+        e.record_charge(&long, 10, 1, 2);
+        e.record_cut(b"cut-a-long-request-id", 3);
+        e.record_charge(b"second", 11, 3, 1);
+        e.recycle();
+        assert!(e.ids.is_none(), "round {round}");
+
+        let mut next = Effect::default();
+        next.record_charge(b"ab", 12, 4, 1);
+        next.record_cut(b"c", 0);
+        let fresh_args = ["CUT", "c", "0", "CHARGE", "ab", "12", "4", "1"];
+        assert_eq!(
+            next.charges(),
+            &[(
+                b"ab".to_vec(),
+                Run {
+                    score: 12,
+                    first: 4,
+                    count: 1
+                }
+            )]
+        );
+        assert_eq!(next.cuts(), &[(b"c".to_vec(), 0)]);
+        assert_eq!(next, parse(&fresh_args).unwrap(), "round {round}");
+        next.recycle();
+    }
+}

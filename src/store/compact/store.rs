@@ -381,6 +381,7 @@ impl Drop for CompactStore<'_> {
         // call failed after changing it. Nothing is left to report to.
         let _ = self.finish(emptied);
         keep_runs(std::mem::take(&mut self.effect.add));
+        self.effect.recycle();
     }
 }
 

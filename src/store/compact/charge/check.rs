@@ -2,7 +2,7 @@
 
 use super::super::bounds::{MAX_CHARGES, MAX_CHARGE_SPANS};
 use super::heap::before;
-use super::index::{EMPTY, GONE};
+use super::index::{tag_of, EMPTY, GONE};
 use super::table::{alive, valid_request, Held, Records, Slot, Span, SMALL_CHARGES};
 
 /// What every record table holds, checked by the unit tests after each
@@ -116,6 +116,20 @@ impl Records {
             .count();
         if named != self.live {
             return Err(format!("{named} ids indexed for {} records", self.live));
+        }
+        if index.tags.len() != index.by_request.len() {
+            return Err("tags not one a place".into());
+        }
+        for (&p, &t) in index.by_request.iter().zip(&index.tags) {
+            if p == EMPTY || p == GONE {
+                continue;
+            }
+            let Some(slot) = self.slots.get(p as usize).filter(|s| s.live()) else {
+                return Err(format!("place names slot {p}, not a live record"));
+            };
+            if t != tag_of(self.request_of(slot)) {
+                return Err(format!("slot {p}'s place has another id's tag"));
+            }
         }
         if index.by_score.iter().enumerate().any(|(i, &s)| {
             i.checked_sub(1)

@@ -69,12 +69,14 @@ impl Records {
     fn place_of(&self, request: &[u8]) -> Option<usize> {
         let index = self.index.as_ref()?;
         let mask = index.by_request.len().checked_sub(1)?;
-        let mut i = (hash(request) as usize) & mask;
+        let h = hash(request);
+        let (mut i, tag) = ((h as usize) & mask, tag(h));
         // At most every place once (one is always EMPTY: see `index_id`).
         for _ in 0..index.by_request.len() {
             match *index.by_request.get(i)? {
                 EMPTY => return None,
                 GONE => {}
+                _ if index.tags.get(i) != Some(&tag) => {}
                 s => {
                     let slot = self.slots.get(s as usize)?;
                     if self.request_of(slot) == request {
@@ -151,7 +153,13 @@ impl Records {
             return;
         }
         if let Some(index) = self.index.as_mut() {
-            place(&mut index.by_request, &mut index.used, request, s);
+            place(
+                &mut index.by_request,
+                &mut index.tags,
+                &mut index.used,
+                request,
+                s,
+            );
         }
     }
 
@@ -165,14 +173,22 @@ impl Records {
             .max(8)
             .next_power_of_two();
         let mut table = vec![EMPTY; places];
+        let mut tags = vec![0; places];
         let mut used = 0;
         for (s, slot) in self.slots.iter().enumerate() {
             if slot.live() {
-                place(&mut table, &mut used, self.request_of(slot), s as u32);
+                place(
+                    &mut table,
+                    &mut tags,
+                    &mut used,
+                    self.request_of(slot),
+                    s as u32,
+                );
             }
         }
         if let Some(index) = self.index.as_mut() {
             index.by_request = table;
+            index.tags = tags;
             index.used = used;
         }
     }
@@ -205,12 +221,27 @@ impl Records {
     }
 }
 
-/// Puts slot `s` at the first free place of `request`'s probe.
-fn place(table: &mut [u32], used: &mut usize, request: &[u8], s: u32) {
+/// The tag of a place holding an id of hash `h`: seven bits of the hash
+/// that do not choose the place (its top bits; a table has far fewer than
+/// 2^57 places).
+pub(super) fn tag(h: u64) -> u8 {
+    (h >> 57) as u8
+}
+
+/// The tag of `request` (see [`tag`]).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(super) fn tag_of(request: &[u8]) -> u8 {
+    tag(hash(request))
+}
+
+/// Puts slot `s` at the first free place of `request`'s probe, and its
+/// tag beside it (`tags` is as long as `table`).
+fn place(table: &mut [u32], tags: &mut [u8], used: &mut usize, request: &[u8], s: u32) {
     let Some(mask) = table.len().checked_sub(1) else {
         return;
     };
-    let mut i = (hash(request) as usize) & mask;
+    let h = hash(request);
+    let mut i = (h as usize) & mask;
     for _ in 0..table.len() {
         match table.get_mut(i) {
             Some(p) if *p == EMPTY || *p == GONE => {
@@ -218,6 +249,9 @@ fn place(table: &mut [u32], used: &mut usize, request: &[u8], s: u32) {
                     *used += 1;
                 }
                 *p = s;
+                if let Some(t) = tags.get_mut(i) {
+                    *t = tag(h);
+                }
                 return;
             }
             Some(_) => i = (i + 1) & mask,

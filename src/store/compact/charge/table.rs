@@ -90,6 +90,10 @@ pub(super) struct Index {
     /// Slot indexes by request id: linear probing over a power of two
     /// places (`EMPTY`, `GONE` or a slot).
     pub(super) by_request: Vec<u32>,
+    /// Beside each place of `by_request`, seven bits of its id's hash (see
+    /// `index.rs`'s `tag`): a probe passes a place of another id without
+    /// reading its slot and id (one in 128 it reads them to tell).
+    pub(super) tags: Vec<u8>,
     /// Places of `by_request` that are not `EMPTY`.
     pub(super) used: usize,
     /// A min-heap of slots by (score, slot): every record made and not yet
@@ -222,6 +226,9 @@ impl Records {
             if index.by_request.capacity() > 0 {
                 out.push(index.by_request.as_ptr().cast());
             }
+            if index.tags.capacity() > 0 {
+                out.push(index.tags.as_ptr());
+            }
             if index.by_score.capacity() > 0 {
                 out.push(index.by_score.as_ptr().cast());
             }
@@ -237,7 +244,7 @@ impl Records {
             .extras
             .as_ref()
             .map_or(0, |e| e.spans.len().saturating_add(3));
-        let index = if self.index.is_some() { 5 } else { 0 };
+        let index = if self.index.is_some() { 6 } else { 0 };
         extras.saturating_add(index).saturating_add(2)
     }
 
@@ -259,6 +266,7 @@ impl Records {
             let mut index = to.boxed(index);
             index.free = to.vec(std::mem::take(&mut index.free));
             index.by_request = to.vec(std::mem::take(&mut index.by_request));
+            index.tags = to.vec(std::mem::take(&mut index.tags));
             index.by_score = to.vec(std::mem::take(&mut index.by_score));
             index.held = to.vec(std::mem::take(&mut index.held));
             self.index = Some(index);
