@@ -1627,6 +1627,18 @@ fn charge_memory(flavor: Flavor) {
                 vec![words(&["CHARGE", &id(0), &t, "1", "1000", "PXAT", &pxat])],
             ),
         ),
+        (
+            "1,000 entries, a call with an ID each, one a millisecond".to_string(),
+            measure(
+                &mut c,
+                (1..=1000)
+                    .map(|i| {
+                        let at = (now + i as i64).to_string();
+                        words(&["CHARGE", &id(i), &at, &i.to_string(), "1", "PXAT", &pxat])
+                    })
+                    .collect(),
+            ),
+        ),
     ];
     assert_eq!(
         measured,

@@ -28,6 +28,8 @@
 //! - `by_request`, an open-addressing hash table of slot indexes keyed by
 //!   the request id (a hash keyed at random per process: ids a client
 //!   chooses cannot be made to collide), finds a charge by id in O(1);
+//!   beside each place, `tags` holds seven more bits of its id's hash, so
+//!   a probe passes the places of other ids without reading their slots;
 //! - `by_score`, a min-heap of slot indexes ordered by their record's
 //!   score, lets a trim take the records scored at or below its cutoff in
 //!   score order without a scan. A slot whose record went earlier (UNDO,
