@@ -96,7 +96,10 @@ where
                 cost: *cost,
                 ..*rule
             };
-            format!("{:?}", window::check_request(log, now, &rule, want, Some(r)))
+            format!(
+                "{:?}",
+                window::check_request(log, now, &rule, want, Some(r))
+            )
         }
         Cmd::Check(cost) => {
             let rule = Rule {
@@ -105,10 +108,9 @@ where
             };
             format!("{:?}", window::check_request(log, now, &rule, want, None))
         }
-        Cmd::Settle(r, units) => format!(
-            "{:?}",
-            window::settle(log, r, *units, now, expires, bounds)
-        ),
+        Cmd::Settle(r, units) => {
+            format!("{:?}", window::settle(log, r, *units, now, expires, bounds))
+        }
         Cmd::UndoId(r) => format!("{:?}", window::undo_request(log, r, now, expires)),
         Cmd::UndoMember(_) => String::new(),
     }
@@ -163,7 +165,13 @@ fuzz_target!(|data: &[u8]| {
                 let r = id(x);
                 let units = (z % 3).to_string();
                 let args: Vec<&[u8]> = match z % 3 {
-                    0 => vec![b"CHARGE", &r, at.as_bytes(), first.as_bytes(), count.as_bytes()],
+                    0 => vec![
+                        b"CHARGE",
+                        &r,
+                        at.as_bytes(),
+                        first.as_bytes(),
+                        count.as_bytes(),
+                    ],
                     1 => vec![b"CUT", &r, units.as_bytes()],
                     _ => vec![b"ADD", at.as_bytes(), first.as_bytes(), count.as_bytes()],
                 };
