@@ -77,7 +77,7 @@ fn random_call(rng: &mut StdRng, key: &str, ids: &[Vec<u8>], now: i64) -> Vec<Ve
         4 => vec![w("SLIDEWIN.CHECK"), k, limit, window, w("COST"), cost],
         5 | 6 => {
             let units = one_of(rng, &["0", "1", "2", "3", "7", "1000000000000", "-1"]);
-            vec![w("SLIDEWIN.SETTLE"), k, w("ID"), id, w("COST"), w(*units)]
+            vec![w("SLIDEWIN.SETTLE"), k, w("ID"), id, w("COST"), w(units)]
         }
         7 => vec![w("SLIDEWIN.UNDO"), k, w("ID"), id],
         8 => {
@@ -104,7 +104,7 @@ fn random_call(rng: &mut StdRng, key: &str, ids: &[Vec<u8>], now: i64) -> Vec<Ve
                     k,
                     w("CUT"),
                     id,
-                    w(*one_of(rng, &["0", "1", "2"])),
+                    w(["0", "1", "2"][rng.random_range(0..3)]),
                 ],
                 _ => vec![
                     w("SLIDEWIN.APPLY"),
