@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The coverage-guided fuzz targets of fuzz/ (cargo-fuzz, libFuzzer): the
 # compact log's decoder (decode), SLIDEWIN.APPLY's parser and its
-# application (apply), the command argument parsers (args). Each runs for
+# application (apply), the command argument parsers (args), commands with
+# request ids on a held log against the chunks (held). Each runs for
 # SECONDS from the committed seeds (fuzz/corpus/<target>) plus what earlier
 # runs found ($CARGO_TARGET_DIR/fuzz/corpus/<target>, never committed).
 # A failing input (a panic: a broken oracle, an overflow, an index out of
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-25}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(decode apply args)
+[ ${#targets[@]} -gt 0 ] || targets=(decode apply args held)
 
 scripts/deps.sh fuzz >/dev/null
 # Its own build folder: the fuzz build (instrumented, its own features)

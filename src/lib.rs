@@ -44,7 +44,10 @@ pub mod fuzzing {
 
     /// The decision over an abstract log (`window/`).
     pub mod window {
-        pub use crate::window::{check, cutoff, peek, Rule, Verdict, Want, WindowLog};
+        pub use crate::window::{
+            check, check_request, cutoff, peek, settle, undo_request, Rule, SettleBounds, Verdict,
+            Want, WindowLog,
+        };
     }
 
     /// The compact log, its oracle and `SLIDEWIN.APPLY`'s effect

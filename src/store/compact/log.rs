@@ -529,7 +529,7 @@ impl Held<'_> {
     /// Sets the expiry the encoding carries.
     pub fn set_expiry(&mut self, at_ms: i64) {
         if let Some((b, s)) = self.held_small() {
-            if small::set_expiry(b, s, at_ms).is_some() {
+            if small::set_expiry(b, s, at_ms, SMALL_FORM_BYTES).is_some() {
                 self.hold.dirty = true;
                 return;
             }
@@ -558,7 +558,7 @@ impl Held<'_> {
             return None;
         }
         if let Some((b, s)) = self.held_small() {
-            if small::add(b, s, now_ms, id).is_some() {
+            if small::add(b, s, now_ms, id, SMALL_FORM_BYTES).is_some() {
                 self.hold.dirty = true;
                 return Some(now_ms);
             }

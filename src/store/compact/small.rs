@@ -448,8 +448,17 @@ pub(super) fn newest_entry(s: &Summary) -> Option<Option<(f64, Option<i64>)>> {
 /// when it continues it; `None`: not done here (a score before the newest,
 /// a member not above every other, a log that would outgrow the small
 /// form, an id or score no log may hold), nothing changed.
-pub(super) fn add(bytes: &mut SmallForm, s: &mut Summary, now_ms: i64, id: i64) -> Option<()> {
+pub(super) fn add(
+    bytes: &mut SmallForm,
+    s: &mut Summary,
+    now_ms: i64,
+    id: i64,
+    cap: usize,
+) -> Option<()> {
     if id < 0 || !(0..=MAX_SCORE).contains(&now_ms) || s.entries >= MAX_ENTRIES {
+        return None;
+    }
+    if !within_cap(bytes, s, cap) {
         return None;
     }
     let run = Run {
@@ -521,8 +530,30 @@ pub(super) fn add(bytes: &mut SmallForm, s: &mut Summary, now_ms: i64, id: i64) 
     Some(())
 }
 
-/// Sets the expiry.
-pub(super) fn set_expiry(bytes: &mut SmallForm, s: &mut Summary, at_ms: i64) -> Option<()> {
+/// The most bytes one change in place adds to a small form: a record of
+/// four fields and a byte more of run count (an entry), or an expiry of
+/// ten bytes where there was none.
+const MOST_GROWTH: usize = 32;
+
+/// Whether a change in place (at most [`MOST_GROWTH`] bytes more) leaves
+/// a small form with charges within `cap` bytes, as the chunked path
+/// keeps one (past it, a log with charges is held in chunks); a form
+/// without charges has no cap.
+fn within_cap(bytes: &SmallForm, s: &Summary, cap: usize) -> bool {
+    !s.charges || bytes.len().saturating_add(MOST_GROWTH) <= cap
+}
+
+/// Sets the expiry; `None`: not done here (a form with charges that might
+/// pass `cap` bytes), nothing changed.
+pub(super) fn set_expiry(
+    bytes: &mut SmallForm,
+    s: &mut Summary,
+    at_ms: i64,
+    cap: usize,
+) -> Option<()> {
+    if !within_cap(bytes, s, cap) {
+        return None;
+    }
     // Usually as many bytes as the old one: `splice` writes over it.
     let mut field = Stack::new();
     field.push(1);
@@ -730,7 +761,7 @@ pub(super) fn add_charge(
         .checked_add(tag.len)?
         .checked_add(request.len())?
         .checked_add(tail.len)?
-        .checked_add(32)?;
+        .checked_add(MOST_GROWTH)?;
     if total > cap {
         return None;
     }
@@ -745,7 +776,7 @@ pub(super) fn add_charge(
         return None;
     }
     s.charges = true;
-    if add(bytes, s, now_ms, first).is_none() {
+    if add(bytes, s, now_ms, first, cap).is_none() {
         // Undone: the record and the version byte as they were.
         let _ = bytes.splice(at, bytes.len().saturating_sub(at), &[]);
         let _ = bytes.splice(0, 1, &[was.1]);

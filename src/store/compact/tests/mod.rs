@@ -6,6 +6,7 @@ mod charges;
 mod chunks;
 mod decoding;
 mod golden;
+mod held_commands;
 mod model;
 mod small_charges;
 mod support;
