@@ -144,7 +144,11 @@ fuzz_target!(|data: &[u8]| {
                         "REMOVE {id} still there"
                     );
                 }
-                if effect.add.iter().all(|r| r.score > cutoff) {
+                // (TRIM goes first: an ADD or a CHARGE at or below its
+                // cutoff stays.)
+                if effect.add.iter().all(|r| r.score > cutoff)
+                    && effect.charges().iter().all(|(_, r)| r.score > cutoff)
+                {
                     let above = log.count_above(cutoff).unwrap_or(u64::MAX);
                     assert_eq!(above, log.count_entries(), "TRIM {cutoff} left entries");
                 }
