@@ -26,6 +26,41 @@ const SPLICED_RUNS: usize = 2 * CHUNK_RUNS;
 #[cfg(any(test, feature = "fuzzing"))]
 const SPLICED_RUNS: usize = 128;
 
+/// Records between two [`Marks`] of a chunk: a lookup by member reads at
+/// most about this many records (twice as many before the marks are made).
+#[cfg(not(any(test, feature = "fuzzing")))]
+const MARK_EVERY: u32 = 64;
+/// In the unit tests, a mark every two records: the tiny chunks make and
+/// keep marks through every change.
+#[cfg(any(test, feature = "fuzzing"))]
+const MARK_EVERY: u32 = 2;
+
+/// A chunk gets its marks on a lookup when it holds more records than
+/// this: below, reading from its first record costs no more.
+#[cfg(not(any(test, feature = "fuzzing")))]
+const MARKS_FROM: u32 = 2 * MARK_EVERY;
+#[cfg(any(test, feature = "fuzzing"))]
+const MARKS_FROM: u32 = MARK_EVERY;
+
+/// Where some of a chunk's records start, with the state each is read
+/// after, in record order, about one every [`MARK_EVERY`] records: a
+/// lookup by member (UNDO, UNDO ID, SETTLE down) starts reading at the
+/// mark before the member instead of the chunk's first record, so it reads
+/// at most about [`MARK_EVERY`] records however many the chunk holds.
+/// Made on a chunk's first such lookup that would read more than twice
+/// that (a chunk no UNDO reaches into holds none: no memory for them),
+/// then kept by every change: a record written at the end adds one when
+/// due, a cut drops those after it, a trim those before the first live
+/// record. A sealed or rebuilt chunk starts without.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Marks {
+    /// The marks, by record order (so by `at`, and by `expected`: the
+    /// chain's members increase along the chunk).
+    list: Vec<RecordAt>,
+    /// Records written since the last mark (or the first live record).
+    since: u32,
+}
+
 /// A stretch of consecutive runs, held encoded (records relative to the
 /// chunk's first run) but for the last run, which stays open so that the
 /// next entry of the same millisecond extends it. The summaries answer most
@@ -54,8 +89,10 @@ pub(super) struct Chunk {
     /// `start` past expired records instead of rewriting the bytes.
     pub(super) bytes: Vec<u8>,
     pub(super) start: usize,
-    /// The score of the first live run.
-    pub(super) first_score: i64,
+    /// Where some records start (see [`Marks`]); `None` until a lookup
+    /// needs them. (The first live run's score is read from its record:
+    /// this field took its place, the chunk stays 128 bytes.)
+    pub(super) marks: Option<Box<Marks>>,
     /// The state after the last record (the last encoded run's score and
     /// one more than its last member).
     pub(super) tail_score: i64,
@@ -85,6 +122,9 @@ pub(super) struct RecordAt {
     pub(super) expected: i64,
 }
 
+// Four to a 512-byte block; the marks took the place of a field.
+const _: () = assert!(std::mem::size_of::<Chunk>() <= 128);
+
 /// A chunk whose records are the encoding's bytes.
 pub(super) const BYTES: u8 = 0;
 
@@ -96,7 +136,7 @@ impl Chunk {
             base_id: run.first,
             bytes: Vec::new(),
             start: 0,
-            first_score: run.score,
+            marks: None,
             tail_score: run.score,
             tail_expected: run.first,
             last: run,
@@ -162,8 +202,133 @@ impl Chunk {
         }
     }
 
+    /// The score of the first live run: its record's, read (one record),
+    /// or the last run's when it is the only one.
     pub(super) fn first_score(&self) -> i64 {
-        self.first_score
+        let (mut at, mut score, mut expected) = (self.start, self.base_score, self.base_id);
+        if at < self.end() {
+            if let Ok(r) = self.read(&mut at, &mut score, &mut expected) {
+                return r.score;
+            }
+        }
+        self.last.score
+    }
+
+    /// Where to start reading for the record holding member `id`: the
+    /// last mark before it (its records before it end below `id`), else
+    /// the first live record.
+    fn mark_before(&self, id: i64) -> RecordAt {
+        let first = RecordAt {
+            at: self.start,
+            score: self.base_score,
+            expected: self.base_id,
+        };
+        let Some(m) = self.marks.as_deref() else {
+            return first;
+        };
+        let i = m.list.partition_point(|r| r.expected <= id);
+        i.checked_sub(1)
+            .and_then(|i| m.list.get(i))
+            .filter(|r| r.at >= self.start)
+            .copied()
+            .unwrap_or(first)
+    }
+
+    /// Makes the marks (see [`Marks`]) when the chunk has none and holds
+    /// more than twice [`MARK_EVERY`] records: one read of the records.
+    pub(super) fn make_marks(&mut self) {
+        if self.marks.is_some() || self.runs <= MARKS_FROM {
+            return;
+        }
+        let mut m = Marks::default();
+        let (end, mut at) = (self.end(), self.start);
+        let (mut score, mut expected) = (self.base_score, self.base_id);
+        while at < end {
+            if m.since >= MARK_EVERY {
+                m.list.push(RecordAt {
+                    at,
+                    score,
+                    expected,
+                });
+                m.since = 0;
+            }
+            if self.read(&mut at, &mut score, &mut expected).is_err() {
+                return;
+            }
+            m.since = m.since.saturating_add(1);
+        }
+        self.marks = Some(Box::new(m));
+    }
+
+    /// Whether the marks are sound: each where a record starts, with the
+    /// state it is read after, in order, at most [`MARK_EVERY`] records
+    /// apart (and from the first live record, and to the end), `since`
+    /// the records after the last (the unit tests and the fuzz targets).
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(super) fn check_marks(&self) -> Result<(), String> {
+        let Some(m) = self.marks.as_deref() else {
+            return Ok(());
+        };
+        let (end, mut at) = (self.end(), self.start);
+        let (mut score, mut expected) = (self.base_score, self.base_id);
+        let (mut next, mut gap) = (m.list.iter().peekable(), 0u32);
+        while at < end {
+            if let Some(&&mark) = next.peek() {
+                if mark.at < at {
+                    return Err(format!("mark {mark:?} is no record's start"));
+                }
+                if mark.at == at {
+                    if (mark.score, mark.expected) != (score, expected) {
+                        return Err(format!("mark {mark:?}: the state is {score}, {expected}"));
+                    }
+                    next.next();
+                    gap = 0;
+                }
+            }
+            self.read(&mut at, &mut score, &mut expected)
+                .map_err(|e| format!("{e:?}"))?;
+            gap += 1;
+            if gap > MARK_EVERY {
+                return Err(format!("{gap} records without a mark: {m:?}"));
+            }
+        }
+        if let Some(extra) = next.next() {
+            return Err(format!("mark {extra:?} past the records"));
+        }
+        if gap != m.since && !(m.list.is_empty() && gap <= m.since) {
+            return Err(format!(
+                "since {} but {gap} records after the last mark",
+                m.since
+            ));
+        }
+        Ok(())
+    }
+
+    /// Hands the marks' blocks to `to`, which may move them (active
+    /// defragmentation).
+    pub(super) fn relocate_marks<R: crate::relocate::Relocate>(&mut self, to: &mut R) {
+        if let Some(m) = self.marks.take() {
+            let mut m = to.boxed(m);
+            m.list = to.vec(std::mem::take(&mut m.list));
+            self.marks = Some(m);
+        }
+    }
+
+    /// How many heap blocks the marks own.
+    pub(super) fn mark_block_count(&self) -> usize {
+        self.marks
+            .as_deref()
+            .map_or(0, |m| 1 + usize::from(m.list.capacity() > 0))
+    }
+
+    /// The heap blocks the marks own (for MEMORY USAGE).
+    pub(super) fn mark_blocks(&self, out: &mut Vec<*const u8>) {
+        if let Some(m) = self.marks.as_deref() {
+            out.push((m as *const Marks).cast());
+            if m.list.capacity() > 0 {
+                out.push(m.list.as_ptr().cast());
+            }
+        }
     }
 
     pub(super) fn last_score(&self) -> i64 {
@@ -229,6 +394,18 @@ impl Chunk {
     /// Writes `run` as the record after the last one (the state after
     /// the records moves past it); nothing else changes.
     fn put_record(&mut self, run: Run) {
+        let end = self.end();
+        if let Some(m) = self.marks.as_deref_mut() {
+            if m.since >= MARK_EVERY {
+                m.list.push(RecordAt {
+                    at: end,
+                    score: self.tail_score,
+                    expected: self.tail_expected,
+                });
+                m.since = 0;
+            }
+            m.since = m.since.saturating_add(1);
+        }
         if self.kind == BYTES {
             put_run(
                 &mut self.bytes,
@@ -275,9 +452,14 @@ impl Chunk {
             return false;
         }
         let end = self.end();
-        let (mut at, mut score, mut expected) = (self.start, self.base_score, self.base_id);
+        // From the mark before it when there are marks (counting the
+        // records read, to keep them), else from where it was found.
+        let marked = self.marks.is_some();
+        let mark = self.mark_before(target.first);
+        let (mut at, mut score, mut expected) = (mark.at, mark.score, mark.expected);
+        let mut read = 0u32;
         let mut found = None;
-        if let Some(p) = place.filter(|p| p.at >= self.start && p.at < end) {
+        if let Some(p) = place.filter(|p| !marked && p.at >= self.start && p.at < end) {
             let (mut a, mut sc, mut ex) = (p.at, p.score, p.expected);
             if self.read(&mut a, &mut sc, &mut ex).ok() == Some(target) {
                 found = Some((p.at, p.score, p.expected));
@@ -293,7 +475,7 @@ impl Chunk {
                 }
                 // The members increase along the chunk: it is not here.
                 Ok(run) if run.first > target.first => return false,
-                Ok(_) => {}
+                Ok(_) => read = read.saturating_add(1),
                 Err(_) => return false,
             }
         }
@@ -308,6 +490,7 @@ impl Chunk {
             }
         }
         self.truncate_records(from);
+        self.cut_marks(from, read);
         self.tail_score = score0;
         self.tail_expected = expected0;
         for &r in pieces.iter().chain(after.iter()) {
@@ -321,7 +504,6 @@ impl Chunk {
         self.runs = (self.runs.saturating_add(pieces.len() as u32)).saturating_sub(1);
         if from == self.start {
             let first = pieces.first().or(after.first()).unwrap_or(&self.last);
-            self.first_score = first.score;
             self.min_id = first.first;
         }
         true
@@ -329,9 +511,11 @@ impl Chunk {
 
     /// The run holding member `id` when a record holds it (not the last
     /// run), and where that record starts: the records are read up to it.
+    /// Read from the mark before it (see [`Marks`]), when there are marks.
     pub(super) fn record_holding(&self, id: i64) -> Option<(Run, RecordAt)> {
-        let (end, mut at) = (self.end(), self.start);
-        let (mut score, mut expected) = (self.base_score, self.base_id);
+        let end = self.end();
+        let mark = self.mark_before(id);
+        let (mut at, mut score, mut expected) = (mark.at, mark.score, mark.expected);
         while at < end {
             let place = RecordAt {
                 at,
@@ -344,6 +528,18 @@ impl Chunk {
             }
         }
         None
+    }
+
+    /// Drops the marks at or after `at` (a record's start, where the
+    /// records are cut), `read` records after the last one kept: the
+    /// next record written there gets a mark again when one was there.
+    fn cut_marks(&mut self, at: usize, read: u32) {
+        if let Some(m) = self.marks.as_deref_mut() {
+            let keep = m.list.partition_point(|r| r.at < at);
+            let was_there = m.list.get(keep).is_some_and(|r| r.at == at);
+            m.list.truncate(keep);
+            m.since = if was_there { MARK_EVERY } else { read };
+        }
     }
 
     /// Cuts the records at `at` (a record's start: a byte offset for
@@ -435,7 +631,6 @@ impl Chunk {
         let (mut score, mut expected) = (self.base_score, self.base_id);
         loop {
             if at >= end {
-                self.first_score = self.last.score;
                 self.min_id = self.last.first;
                 break;
             }
@@ -443,7 +638,6 @@ impl Chunk {
                 break;
             };
             if run.score > cutoff_ms {
-                self.first_score = run.score;
                 self.min_id = run.first;
                 break;
             }
@@ -454,6 +648,12 @@ impl Chunk {
             self.entries = self.entries.saturating_sub(run.count);
             removed = removed.saturating_add(run.count);
         }
+        // The marks before the first live record go.
+        let start = self.start;
+        if let Some(m) = self.marks.as_deref_mut() {
+            let gone = m.list.partition_point(|r| r.at < start);
+            m.list.drain(..gone);
+        }
         // Whole dead bytes (a Rice code keeps the bits of a partly live
         // byte).
         let dead = if self.kind == BYTES {
@@ -463,6 +663,18 @@ impl Chunk {
         };
         if dead > 0 && dead >= self.bytes.len().saturating_sub(dead) {
             self.bytes.drain(..dead);
+            // The marks move with the records (`dead` bytes, or as many
+            // times 8 bits, all before the first live record).
+            let shift = if self.kind == BYTES {
+                dead
+            } else {
+                dead.saturating_mul(8)
+            };
+            if let Some(m) = self.marks.as_deref_mut() {
+                for r in m.list.iter_mut() {
+                    r.at = r.at.saturating_sub(shift);
+                }
+            }
             self.start = if self.kind == BYTES {
                 0
             } else {
@@ -539,21 +751,27 @@ impl Chunk {
     /// Makes the last record the open last run (the last run is gone):
     /// the records are read to find where the last one starts, and cut
     /// there. False, changing nothing, when there is no record.
+    /// Read from the last mark (made first when due, see [`Marks`]).
     pub(super) fn pop_record(&mut self) -> bool {
-        let (end, mut at) = (self.end(), self.start);
-        let (mut score, mut expected) = (self.base_score, self.base_id);
+        self.make_marks();
+        let end = self.end();
+        let mark = self.mark_before(i64::MAX);
+        let (mut at, mut score, mut expected) = (mark.at, mark.score, mark.expected);
         let mut found = None;
+        let mut read = 0u32;
         while at < end {
             let state = (at, score, expected);
             match self.read(&mut at, &mut score, &mut expected) {
-                Ok(run) => found = Some((state, run)),
+                Ok(run) => found = Some((state, run, read)),
                 Err(_) => return false,
             }
+            read = read.saturating_add(1);
         }
-        let Some(((at, score, expected), run)) = found else {
+        let Some(((at, score, expected), run, read)) = found else {
             return false;
         };
         self.truncate_records(at);
+        self.cut_marks(at, read);
         self.tail_score = score;
         self.tail_expected = expected;
         self.last = run;
