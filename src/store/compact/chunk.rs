@@ -276,6 +276,35 @@ impl Chunk {
 
     /// Writes `run` as the record after the last one (the state after
     /// the records moves past it); nothing else changes.
+    /// Replaces the records of `[from, to)` (record starts, or `to` the
+    /// end) by `new`, `new_len` long (bytes, or bits for a Rice code): the
+    /// records after `to` are moved, not read (a Rice code's bits shifted
+    /// 56 at a time); the state after the last record is the caller's.
+    pub(super) fn replace_records(&mut self, from: usize, to: usize, new: &[u8], new_len: usize) {
+        if self.kind == BYTES {
+            if from <= to && to <= self.bytes.len() {
+                self.bytes.splice(from..to, new.iter().copied());
+            }
+            return;
+        }
+        let end = self.end();
+        let mut tail = Vec::with_capacity(end.saturating_sub(to) / 8 + 1);
+        let mut w = BitWriter {
+            out: &mut tail,
+            pad: 0,
+        };
+        copy_bits(&mut w, &self.bytes, to, end);
+        let tail_len = end.saturating_sub(to);
+        self.truncate_records(from);
+        let mut w = BitWriter {
+            out: &mut self.bytes,
+            pad: self.pad,
+        };
+        copy_bits(&mut w, new, 0, new_len);
+        copy_bits(&mut w, &tail, 0, tail_len);
+        self.pad = w.pad;
+    }
+
     pub(super) fn put_record(&mut self, run: Run) {
         let end = self.end();
         if let Some(m) = self.marks.as_deref_mut() {
@@ -517,6 +546,46 @@ impl Chunk {
         self.entries = self.entries.saturating_sub(gone);
         self.max_id = self.last.last();
         true
+    }
+}
+
+/// Appends bits `from .. to` of `src` to `w`.
+fn copy_bits(w: &mut BitWriter<'_>, src: &[u8], mut from: usize, to: usize) {
+    while from < to {
+        let n = (to - from).min(56);
+        w.put(bits_at(src, from), n as u32);
+        from += n;
+    }
+}
+
+/// Writes `run` as a record of a chunk of `kind` after `out` (its last
+/// byte's `pad` high bits free, for a Rice code), read after the state
+/// (`score`, `expected`), which moves past it.
+pub(super) fn write_record(
+    kind: u8,
+    out: &mut Vec<u8>,
+    pad: &mut u8,
+    score: &mut i64,
+    expected: &mut i64,
+    run: Run,
+) {
+    if kind == BYTES {
+        put_run(out, score, expected, run);
+    } else {
+        let k = u32::from(kind.saturating_sub(1));
+        let mut w = BitWriter { out, pad: *pad };
+        put_rice(&mut w, k, score, expected, run);
+        *pad = w.pad;
+    }
+}
+
+/// How long the records [`write_record`] wrote are: bytes, or bits for a
+/// Rice code.
+pub(super) fn records_len(kind: u8, out: &[u8], pad: u8) -> usize {
+    if kind == BYTES {
+        out.len()
+    } else {
+        out.len().saturating_mul(8).saturating_sub(usize::from(pad))
     }
 }
 

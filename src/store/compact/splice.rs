@@ -6,7 +6,83 @@
 use super::chunk::*;
 use super::run::Run;
 
+/// Where a splice replaced records (see [`Chunk::splice_record`]): the
+/// target's record at `from`, the record after it at `after_target`, the
+/// bytes or bits `from .. to` replaced by `new_len`, of which the pieces'
+/// records take `pieces_len`, read after to `state`; the records now end at
+/// `ends`.
+struct Moved {
+    from: usize,
+    after_target: usize,
+    to: usize,
+    new_len: usize,
+    pieces_len: usize,
+    state: (i64, i64),
+    ends: usize,
+}
+
 impl Chunk {
+    /// The marks after a splice (see [`Moved`]) of a record into `pieces`
+    /// records: those before it kept, the one at the record after it
+    /// moved after the pieces, those after moved with the records.
+    fn move_marks(&mut self, mv: &Moved, pieces: usize) {
+        let Some(m) = self.marks.as_deref_mut() else {
+            return;
+        };
+        let last_before = m.list.last().is_none_or(|l| l.at <= mv.from);
+        let mut dropped = false;
+        let mut list: Vec<RecordAt> = Vec::with_capacity(m.list.len());
+        for &mk in &m.list {
+            let moved = if mk.at <= mv.from {
+                mk
+            } else if mk.at == mv.after_target {
+                RecordAt {
+                    at: mv.from.saturating_add(mv.pieces_len),
+                    score: mv.state.0,
+                    expected: mv.state.1,
+                }
+            } else {
+                RecordAt {
+                    at: mk
+                        .at
+                        .saturating_sub(mv.to.saturating_sub(mv.from))
+                        .saturating_add(mv.new_len),
+                    ..mk
+                }
+            };
+            if moved.at >= mv.ends {
+                // The target was the last record, and nothing is left.
+                dropped = true;
+            } else if list.last().is_none_or(|l| l.at < moved.at) {
+                list.push(moved);
+            }
+        }
+        m.list = list;
+        if dropped {
+            // More than the records after the last mark left: a mark
+            // comes with the next record written.
+            m.since = MARK_EVERY;
+        } else if last_before {
+            m.since = (m.since.saturating_add(pieces as u32)).saturating_sub(1);
+        }
+    }
+
+    /// Adds the mark `r` (a record's start and its state), `before`
+    /// records after the one before it.
+    fn add_mark(&mut self, r: RecordAt, before: u32) {
+        let Some(m) = self.marks.as_deref_mut() else {
+            return;
+        };
+        let i = m.list.partition_point(|x| x.at < r.at);
+        if m.list.get(i).is_some_and(|x| x.at == r.at) {
+            return;
+        }
+        if i == m.list.len() {
+            m.since = m.since.saturating_sub(before);
+        }
+        m.list.insert(i, r);
+    }
+
     /// Where to start reading for the record holding member `id`: the
     /// last mark before it (its records before it end below `id`), else
     /// the first live record.
@@ -88,7 +164,7 @@ impl Chunk {
         if let Some(extra) = next.next() {
             return Err(format!("mark {extra:?} past the records"));
         }
-        if gap != m.since && !(m.list.is_empty() && gap <= m.since) {
+        if gap > m.since {
             return Err(format!(
                 "since {} but {gap} records after the last mark",
                 m.since
@@ -126,15 +202,19 @@ impl Chunk {
 
     /// Replaces the record of `target` (one of the chunk's runs, not its
     /// last) by records of `pieces` (what is left of it, in order: none
-    /// when it goes whole, two when it is split), in the chunk's kind: the
-    /// records before it are kept as they are, it and those after it (each
-    /// relative to the one before) are written again, and nothing else (an
+    /// when it goes whole, two when it is split), in the chunk's kind (an
     /// UNDO of an entry in the middle of a chunk; the chunk is sealed again
-    /// only when rebuilt). False, changing nothing, when `target` is not a
+    /// only when rebuilt): the target is found from the mark before it,
+    /// its pieces and, when what it is read after changed, the record
+    /// after it are written, and the records after those are moved as
+    /// they are (each is relative to the one before, which is unchanged),
+    /// so the work is a few records and a move of the bytes, never a read
+    /// of the whole chunk. False, changing nothing, when `target` is not a
     /// record of the chunk, or a split would make the chunk twice its
     /// size.
     /// `place`, when given, is where [`Chunk::record_holding`] found it
-    /// (nothing changed since): read from there, not from the start.
+    /// (nothing changed since): read from there when the chunk has no
+    /// marks.
     pub(super) fn splice_record(
         &mut self,
         target: Run,
@@ -176,19 +256,84 @@ impl Chunk {
         let Some((from, score0, expected0)) = found else {
             return false;
         };
-        let mut after = Vec::new();
-        while at < end {
+        // The record after it is written again only when the state it is
+        // read after changes (a head kept, or nothing: a tail kept ends
+        // where the run did); the records after that are the same bytes,
+        // moved.
+        let (after_target, after_state) = (at, (score, expected));
+        let state = pieces.last().map_or((score0, expected0), |p| {
+            (p.score, p.last().saturating_add(1))
+        });
+        let mut next = None;
+        let mut to = at;
+        if at < end {
             match self.read(&mut at, &mut score, &mut expected) {
-                Ok(run) => after.push(run),
+                Ok(run) => next = Some(run),
                 Err(_) => return false,
             }
+            if state != after_state {
+                to = at;
+            }
         }
-        self.truncate_records(from);
-        self.cut_marks(from, read);
-        self.tail_score = score0;
-        self.tail_expected = expected0;
-        for &r in pieces.iter().chain(after.iter()) {
-            self.put_record(r);
+        let rewrite_next = to > after_target;
+        // The new records of [from, to), in the chunk's kind.
+        let (mut out, mut pad) = (Vec::new(), 0u8);
+        let (mut s, mut e) = (score0, expected0);
+        let mut head_end = 0usize;
+        for (i, &r) in pieces.iter().enumerate() {
+            write_record(self.kind, &mut out, &mut pad, &mut s, &mut e, r);
+            if i == 0 {
+                head_end = records_len(self.kind, &out, pad);
+            }
+        }
+        let pieces_len = records_len(self.kind, &out, pad);
+        if let Some(r) = next.filter(|_| rewrite_next) {
+            write_record(self.kind, &mut out, &mut pad, &mut s, &mut e, r);
+        }
+        let new_len = records_len(self.kind, &out, pad);
+        // Records between the mark before the target and the next mark
+        // (or the end): a split adds one, and a mark goes between its
+        // pieces when the stretch would pass MARK_EVERY.
+        let split = pieces.len() == 2 && marked && {
+            let next_mark = self
+                .marks
+                .as_deref()
+                .and_then(|m| m.list.iter().find(|r| r.at > from))
+                .map_or(end, |r| r.at);
+            let (mut a, mut sc, mut ex) = (after_target, after_state.0, after_state.1);
+            let mut stretch = read.saturating_add(2);
+            while a < next_mark && stretch <= MARK_EVERY {
+                if self.read(&mut a, &mut sc, &mut ex).is_err() {
+                    break;
+                }
+                stretch = stretch.saturating_add(1);
+            }
+            stretch > MARK_EVERY
+        };
+        self.replace_records(from, to, &out, new_len);
+        if to >= end {
+            self.tail_score = s;
+            self.tail_expected = e;
+        }
+        let moved = Moved {
+            from,
+            after_target,
+            to,
+            new_len,
+            pieces_len,
+            state,
+            ends: self.end(),
+        };
+        self.move_marks(&moved, pieces.len());
+        if split {
+            if let Some(head) = pieces.first() {
+                let at = RecordAt {
+                    at: from.saturating_add(head_end),
+                    score: head.score,
+                    expected: head.last().saturating_add(1),
+                };
+                self.add_mark(at, read.saturating_add(1));
+            }
         }
         let kept: u64 = pieces.iter().map(|r| r.count).sum();
         self.entries = self
@@ -197,7 +342,7 @@ impl Chunk {
             .saturating_add(kept);
         self.runs = (self.runs.saturating_add(pieces.len() as u32)).saturating_sub(1);
         if from == self.start {
-            let first = pieces.first().or(after.first()).unwrap_or(&self.last);
+            let first = pieces.first().or(next.as_ref()).unwrap_or(&self.last);
             self.min_id = first.first;
         }
         true
