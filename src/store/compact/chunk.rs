@@ -22,9 +22,44 @@ pub const CHUNK_RUNS: usize = 3;
 /// [`CHUNK_RUNS`] in the tests, whose chunks of a few runs would otherwise
 /// never be split in place.
 #[cfg(not(any(test, feature = "fuzzing")))]
-const SPLICED_RUNS: usize = 2 * CHUNK_RUNS;
+pub(super) const SPLICED_RUNS: usize = 2 * CHUNK_RUNS;
 #[cfg(any(test, feature = "fuzzing"))]
-const SPLICED_RUNS: usize = 128;
+pub(super) const SPLICED_RUNS: usize = 128;
+
+/// Records between two [`Marks`] of a chunk: a lookup by member reads at
+/// most about this many records (twice as many before the marks are made).
+#[cfg(not(any(test, feature = "fuzzing")))]
+pub(super) const MARK_EVERY: u32 = 64;
+/// In the unit tests, a mark every two records: the tiny chunks make and
+/// keep marks through every change.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(super) const MARK_EVERY: u32 = 2;
+
+/// A chunk gets its marks on a lookup when it holds more records than
+/// this: below, reading from its first record costs no more.
+#[cfg(not(any(test, feature = "fuzzing")))]
+pub(super) const MARKS_FROM: u32 = 2 * MARK_EVERY;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(super) const MARKS_FROM: u32 = MARK_EVERY;
+
+/// Where some of a chunk's records start, with the state each is read
+/// after, in record order, about one every [`MARK_EVERY`] records: a
+/// lookup by member (UNDO, UNDO ID, SETTLE down) starts reading at the
+/// mark before the member instead of the chunk's first record, so it reads
+/// at most about [`MARK_EVERY`] records however many the chunk holds.
+/// Made on a chunk's first such lookup that would read more than twice
+/// that (a chunk no UNDO reaches into holds none: no memory for them),
+/// then kept by every change: a record written at the end adds one when
+/// due, a cut drops those after it, a trim those before the first live
+/// record. A sealed or rebuilt chunk starts without.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Marks {
+    /// The marks, by record order (so by `at`, and by `expected`: the
+    /// chain's members increase along the chunk).
+    pub(super) list: Vec<RecordAt>,
+    /// Records written since the last mark (or the first live record).
+    pub(super) since: u32,
+}
 
 /// A stretch of consecutive runs, held encoded (records relative to the
 /// chunk's first run) but for the last run, which stays open so that the
@@ -54,8 +89,10 @@ pub(super) struct Chunk {
     /// `start` past expired records instead of rewriting the bytes.
     pub(super) bytes: Vec<u8>,
     pub(super) start: usize,
-    /// The score of the first live run.
-    pub(super) first_score: i64,
+    /// Where some records start (see [`Marks`]); `None` until a lookup
+    /// needs them. (The first live run's score is read from its record:
+    /// this field took its place, the chunk stays 128 bytes.)
+    pub(super) marks: Option<Box<Marks>>,
     /// The state after the last record (the last encoded run's score and
     /// one more than its last member).
     pub(super) tail_score: i64,
@@ -85,6 +122,9 @@ pub(super) struct RecordAt {
     pub(super) expected: i64,
 }
 
+// Four to a 512-byte block; the marks took the place of a field.
+const _: () = assert!(std::mem::size_of::<Chunk>() <= 128);
+
 /// A chunk whose records are the encoding's bytes.
 pub(super) const BYTES: u8 = 0;
 
@@ -96,7 +136,7 @@ impl Chunk {
             base_id: run.first,
             bytes: Vec::new(),
             start: 0,
-            first_score: run.score,
+            marks: None,
             tail_score: run.score,
             tail_expected: run.first,
             last: run,
@@ -162,8 +202,16 @@ impl Chunk {
         }
     }
 
+    /// The score of the first live run: its record's, read (one record),
+    /// or the last run's when it is the only one.
     pub(super) fn first_score(&self) -> i64 {
-        self.first_score
+        let (mut at, mut score, mut expected) = (self.start, self.base_score, self.base_id);
+        if at < self.end() {
+            if let Ok(r) = self.read(&mut at, &mut score, &mut expected) {
+                return r.score;
+            }
+        }
+        self.last.score
     }
 
     pub(super) fn last_score(&self) -> i64 {
@@ -228,7 +276,48 @@ impl Chunk {
 
     /// Writes `run` as the record after the last one (the state after
     /// the records moves past it); nothing else changes.
-    fn put_record(&mut self, run: Run) {
+    /// Replaces the records of `[from, to)` (record starts, or `to` the
+    /// end) by `new`, `new_len` long (bytes, or bits for a Rice code): the
+    /// records after `to` are moved, not read (a Rice code's bits shifted
+    /// 56 at a time); the state after the last record is the caller's.
+    pub(super) fn replace_records(&mut self, from: usize, to: usize, new: &[u8], new_len: usize) {
+        if self.kind == BYTES {
+            if from <= to && to <= self.bytes.len() {
+                self.bytes.splice(from..to, new.iter().copied());
+            }
+            return;
+        }
+        let end = self.end();
+        let mut tail = Vec::with_capacity(end.saturating_sub(to) / 8 + 1);
+        let mut w = BitWriter {
+            out: &mut tail,
+            pad: 0,
+        };
+        copy_bits(&mut w, &self.bytes, to, end);
+        let tail_len = end.saturating_sub(to);
+        self.truncate_records(from);
+        let mut w = BitWriter {
+            out: &mut self.bytes,
+            pad: self.pad,
+        };
+        copy_bits(&mut w, new, 0, new_len);
+        copy_bits(&mut w, &tail, 0, tail_len);
+        self.pad = w.pad;
+    }
+
+    pub(super) fn put_record(&mut self, run: Run) {
+        let end = self.end();
+        if let Some(m) = self.marks.as_deref_mut() {
+            if m.since >= MARK_EVERY {
+                m.list.push(RecordAt {
+                    at: end,
+                    score: self.tail_score,
+                    expected: self.tail_expected,
+                });
+                m.since = 0;
+            }
+            m.since = m.since.saturating_add(1);
+        }
         if self.kind == BYTES {
             put_run(
                 &mut self.bytes,
@@ -253,104 +342,11 @@ impl Chunk {
         }
     }
 
-    /// Replaces the record of `target` (one of the chunk's runs, not its
-    /// last) by records of `pieces` (what is left of it, in order: none
-    /// when it goes whole, two when it is split), in the chunk's kind: the
-    /// records before it are kept as they are, it and those after it (each
-    /// relative to the one before) are written again, and nothing else (an
-    /// UNDO of an entry in the middle of a chunk; the chunk is sealed again
-    /// only when rebuilt). False, changing nothing, when `target` is not a
-    /// record of the chunk, or a split would make the chunk twice its
-    /// size.
-    /// `place`, when given, is where [`Chunk::record_holding`] found it
-    /// (nothing changed since): read from there, not from the start.
-    pub(super) fn splice_record(
-        &mut self,
-        target: Run,
-        pieces: &[Run],
-        place: Option<RecordAt>,
-    ) -> bool {
-        let grows = pieces.len().saturating_sub(1);
-        if (self.runs as usize).saturating_add(grows) > SPLICED_RUNS {
-            return false;
-        }
-        let end = self.end();
-        let (mut at, mut score, mut expected) = (self.start, self.base_score, self.base_id);
-        let mut found = None;
-        if let Some(p) = place.filter(|p| p.at >= self.start && p.at < end) {
-            let (mut a, mut sc, mut ex) = (p.at, p.score, p.expected);
-            if self.read(&mut a, &mut sc, &mut ex).ok() == Some(target) {
-                found = Some((p.at, p.score, p.expected));
-                (at, score, expected) = (a, sc, ex);
-            }
-        }
-        while found.is_none() && at < end {
-            let state = (at, score, expected);
-            match self.read(&mut at, &mut score, &mut expected) {
-                Ok(run) if run == target => {
-                    found = Some(state);
-                    break;
-                }
-                // The members increase along the chunk: it is not here.
-                Ok(run) if run.first > target.first => return false,
-                Ok(_) => {}
-                Err(_) => return false,
-            }
-        }
-        let Some((from, score0, expected0)) = found else {
-            return false;
-        };
-        let mut after = Vec::new();
-        while at < end {
-            match self.read(&mut at, &mut score, &mut expected) {
-                Ok(run) => after.push(run),
-                Err(_) => return false,
-            }
-        }
-        self.truncate_records(from);
-        self.tail_score = score0;
-        self.tail_expected = expected0;
-        for &r in pieces.iter().chain(after.iter()) {
-            self.put_record(r);
-        }
-        let kept: u64 = pieces.iter().map(|r| r.count).sum();
-        self.entries = self
-            .entries
-            .saturating_sub(target.count)
-            .saturating_add(kept);
-        self.runs = (self.runs.saturating_add(pieces.len() as u32)).saturating_sub(1);
-        if from == self.start {
-            let first = pieces.first().or(after.first()).unwrap_or(&self.last);
-            self.first_score = first.score;
-            self.min_id = first.first;
-        }
-        true
-    }
-
-    /// The run holding member `id` when a record holds it (not the last
-    /// run), and where that record starts: the records are read up to it.
-    pub(super) fn record_holding(&self, id: i64) -> Option<(Run, RecordAt)> {
-        let (end, mut at) = (self.end(), self.start);
-        let (mut score, mut expected) = (self.base_score, self.base_id);
-        while at < end {
-            let place = RecordAt {
-                at,
-                score,
-                expected,
-            };
-            let run = self.read(&mut at, &mut score, &mut expected).ok()?;
-            if run.last() >= id {
-                return run.holds(id).then_some((run, place));
-            }
-        }
-        None
-    }
-
     /// Cuts the records at `at` (a record's start: a byte offset for
     /// [`BYTES`], a bit offset for a Rice code), the unused bits of a Rice
     /// code's last byte cleared; the state after the records is the
     /// caller's to set.
-    fn truncate_records(&mut self, at: usize) {
+    pub(super) fn truncate_records(&mut self, at: usize) {
         if self.kind == BYTES {
             self.bytes.truncate(at);
         } else {
@@ -435,7 +431,6 @@ impl Chunk {
         let (mut score, mut expected) = (self.base_score, self.base_id);
         loop {
             if at >= end {
-                self.first_score = self.last.score;
                 self.min_id = self.last.first;
                 break;
             }
@@ -443,7 +438,6 @@ impl Chunk {
                 break;
             };
             if run.score > cutoff_ms {
-                self.first_score = run.score;
                 self.min_id = run.first;
                 break;
             }
@@ -454,6 +448,12 @@ impl Chunk {
             self.entries = self.entries.saturating_sub(run.count);
             removed = removed.saturating_add(run.count);
         }
+        // The marks before the first live record go.
+        let start = self.start;
+        if let Some(m) = self.marks.as_deref_mut() {
+            let gone = m.list.partition_point(|r| r.at < start);
+            m.list.drain(..gone);
+        }
         // Whole dead bytes (a Rice code keeps the bits of a partly live
         // byte).
         let dead = if self.kind == BYTES {
@@ -463,6 +463,18 @@ impl Chunk {
         };
         if dead > 0 && dead >= self.bytes.len().saturating_sub(dead) {
             self.bytes.drain(..dead);
+            // The marks move with the records (`dead` bytes, or as many
+            // times 8 bits, all before the first live record).
+            let shift = if self.kind == BYTES {
+                dead
+            } else {
+                dead.saturating_mul(8)
+            };
+            if let Some(m) = self.marks.as_deref_mut() {
+                for r in m.list.iter_mut() {
+                    r.at = r.at.saturating_sub(shift);
+                }
+            }
             self.start = if self.kind == BYTES {
                 0
             } else {
@@ -535,31 +547,45 @@ impl Chunk {
         self.max_id = self.last.last();
         true
     }
+}
 
-    /// Makes the last record the open last run (the last run is gone):
-    /// the records are read to find where the last one starts, and cut
-    /// there. False, changing nothing, when there is no record.
-    pub(super) fn pop_record(&mut self) -> bool {
-        let (end, mut at) = (self.end(), self.start);
-        let (mut score, mut expected) = (self.base_score, self.base_id);
-        let mut found = None;
-        while at < end {
-            let state = (at, score, expected);
-            match self.read(&mut at, &mut score, &mut expected) {
-                Ok(run) => found = Some((state, run)),
-                Err(_) => return false,
-            }
-        }
-        let Some(((at, score, expected), run)) = found else {
-            return false;
-        };
-        self.truncate_records(at);
-        self.tail_score = score;
-        self.tail_expected = expected;
-        self.last = run;
-        self.max_id = run.last();
-        self.runs = self.runs.saturating_sub(1);
-        true
+/// Appends bits `from .. to` of `src` to `w`.
+fn copy_bits(w: &mut BitWriter<'_>, src: &[u8], mut from: usize, to: usize) {
+    while from < to {
+        let n = (to - from).min(56);
+        w.put(bits_at(src, from), n as u32);
+        from += n;
+    }
+}
+
+/// Writes `run` as a record of a chunk of `kind` after `out` (its last
+/// byte's `pad` high bits free, for a Rice code), read after the state
+/// (`score`, `expected`), which moves past it.
+pub(super) fn write_record(
+    kind: u8,
+    out: &mut Vec<u8>,
+    pad: &mut u8,
+    score: &mut i64,
+    expected: &mut i64,
+    run: Run,
+) {
+    if kind == BYTES {
+        put_run(out, score, expected, run);
+    } else {
+        let k = u32::from(kind.saturating_sub(1));
+        let mut w = BitWriter { out, pad: *pad };
+        put_rice(&mut w, k, score, expected, run);
+        *pad = w.pad;
+    }
+}
+
+/// How long the records [`write_record`] wrote are: bytes, or bits for a
+/// Rice code.
+pub(super) fn records_len(kind: u8, out: &[u8], pad: u8) -> usize {
+    if kind == BYTES {
+        out.len()
+    } else {
+        out.len().saturating_mul(8).saturating_sub(usize::from(pad))
     }
 }
 

@@ -363,6 +363,7 @@ impl CompactLog {
                 let mut chunks = to.vec(chunks);
                 for chunk in chunks.iter_mut() {
                     chunk.bytes = to.vec(std::mem::take(&mut chunk.bytes));
+                    chunk.relocate_marks(to);
                 }
                 c.chunks = chunks;
                 c.stash = to.vec(std::mem::take(&mut c.stash));

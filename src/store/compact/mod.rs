@@ -14,6 +14,8 @@
 //!   bytes; golden-bytes tests;
 //! - `rice.rs`: the Rice code a sealed chunk may use in memory;
 //! - `chunk.rs`: a chunk of up to [`CHUNK_RUNS`](chunk::CHUNK_RUNS) runs and its summaries;
+//! - `splice.rs`: a chunk's records found and changed in the middle, and
+//!   the marks that bound the reading;
 //! - `chunked/`: a log as a list of chunks (the type, building and
 //!   encoding it, changes, charges, the decision's queries, the checks);
 //! - `small.rs`: a small log's common changes made on its encoding in place,
@@ -53,6 +55,7 @@ mod rice;
 mod run;
 mod small;
 mod spare;
+mod splice;
 
 pub mod effect;
 pub mod store;

@@ -15,6 +15,7 @@ impl Chunked {
         let mut prev: Option<Run> = None;
         let (mut entries, mut runs) = (0u64, 0u64);
         for c in &self.chunks {
+            c.check_marks()?;
             let rs = c.decode();
             let (Some(first), Some(last)) = (rs.first(), rs.last()) else {
                 return Err("an empty chunk".into());

@@ -162,18 +162,22 @@ impl Chunked {
 
     /// As [`Chunked::run_holding`], with where its record starts when it
     /// is a record of a chunk (not a stray, not a chunk's last run), for
-    /// a change that follows (see [`Chunked::cut_out`]).
-    pub(super) fn run_holding_at(&self, id: i64) -> Option<(Run, Option<RecordAt>)> {
+    /// a change that follows (see [`Chunked::cut_out`]). The chunk's
+    /// marks are made first when due (see `Marks` in `chunk.rs`), so this
+    /// reads at most about `MARK_EVERY` records then.
+    pub(super) fn run_holding_at(&mut self, id: i64) -> Option<(Run, Option<RecordAt>)> {
         if self.max_id.is_none_or(|m| id > m) {
             return None;
         }
         if let Some(si) = self.stray_for(id) {
             return self.strays.get(si).map(|&r| (r, None));
         }
-        let c = self.chunks.get(self.chunk_for(id)?)?;
+        let ci = self.chunk_for(id)?;
+        let c = self.chunks.get_mut(ci)?;
         if c.last.holds(id) {
             return Some((c.last, None));
         }
+        c.make_marks();
         c.record_holding(id).map(|(r, at)| (r, Some(at)))
     }
 
@@ -234,6 +238,7 @@ impl Chunked {
             if c.bytes.capacity() > 0 {
                 out.push(c.bytes.as_ptr());
             }
+            c.mark_blocks(&mut out);
         }
         if let Some(r) = &self.records {
             out.push((&**r as *const Records).cast());
@@ -245,6 +250,15 @@ impl Chunked {
     /// How many heap blocks freeing the log releases.
     pub fn blocks(&self) -> usize {
         let records = self.records.as_ref().map_or(0, |r| r.blocks());
-        self.chunks.len().saturating_add(2).saturating_add(records)
+        let marks = self
+            .chunks
+            .iter()
+            .filter(|c| c.marks.is_some())
+            .fold(0usize, |n, c| n.saturating_add(c.mark_block_count()));
+        self.chunks
+            .len()
+            .saturating_add(2)
+            .saturating_add(records)
+            .saturating_add(marks)
     }
 }

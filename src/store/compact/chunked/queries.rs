@@ -130,32 +130,44 @@ impl Chunked {
         Ok(removed)
     }
 
+    /// The entries scored above `cutoff_ms`: all of them less those at or
+    /// below it (see [`Chunked::count_at_or_below`]), so the work is in the
+    /// entries a trim at the cutoff would take, never in the live ones (a
+    /// SETTLE raise and an effect check it before their trim; PEEK steps
+    /// over the expired entries).
     pub(in crate::store::compact) fn count_above(
         &self,
         cutoff_ms: i64,
     ) -> Result<u64, NoFreeMember> {
+        Ok(self
+            .entries
+            .saturating_sub(self.count_at_or_below(cutoff_ms)))
+    }
+
+    /// The entries scored at or below `cutoff_ms`, counted from the front:
+    /// the chunks wholly there by their summaries, the records of the
+    /// chunk the cutoff falls in up to it (read no further), the strays.
+    pub(in crate::store::compact) fn count_at_or_below(&self, cutoff_ms: i64) -> u64 {
+        let whole = self.chunks.partition_point(|c| c.last_score() <= cutoff_ms);
         let mut n = self
-            .strays
+            .chunks
+            .get(..whole)
+            .unwrap_or(&[])
             .iter()
-            .filter(|s| s.score > cutoff_ms)
-            .fold(0u64, |n, s| n.saturating_add(s.count));
-        for c in self.chunks.iter().rev() {
-            if c.first_score() > cutoff_ms {
-                n = n.saturating_add(c.entries);
-            } else {
-                if c.last_score() > cutoff_ms {
-                    let mut above = 0u64;
-                    c.for_each_run(|r| {
-                        if r.score > cutoff_ms {
-                            above = above.saturating_add(r.count);
-                        }
-                    });
-                    n = n.saturating_add(above);
+            .fold(0u64, |n, c| n.saturating_add(c.entries));
+        if let Some(c) = self.chunks.get(whole) {
+            c.find_run(|r| {
+                if r.score > cutoff_ms {
+                    return true;
                 }
-                break;
-            }
+                n = n.saturating_add(r.count);
+                false
+            });
         }
-        Ok(n)
+        self.strays
+            .iter()
+            .filter(|s| s.score <= cutoff_ms)
+            .fold(n, |n, s| n.saturating_add(s.count))
     }
 
     pub(in crate::store::compact) fn nth_above(

@@ -147,7 +147,7 @@ proptest! {
     /// chunk reads back the runs with the members taken out, its
     /// summaries agree, it still appends, and it seals the same.
     #[test]
-    fn a_record_is_spliced_in_place(runs in chunk_runs(), pick in any::<u64>(), span in any::<u64>(), trim in any::<bool>(), located in any::<bool>()) {
+    fn a_record_is_spliced_in_place(runs in chunk_runs(), pick in any::<u64>(), span in any::<u64>(), trim in any::<bool>(), located in any::<bool>(), marked in any::<bool>()) {
         prop_assume!(runs.len() > 1);
         let i = (pick % (runs.len() as u64 - 1)) as usize;
         let target = runs[i];
@@ -155,6 +155,9 @@ proptest! {
         let hi = lo + (((span >> 32) % (target.last() - lo + 1) as u64) as i64);
         for kind in std::iter::once(BYTES).chain(1..=MAX_RICE_K as u8 + 1) {
             let mut c = Chunk::from_runs_as(&runs, kind).unwrap();
+            if marked {
+                c.make_marks();
+            }
             let mut want = runs.clone();
             // A trim before it (the front stepped past), when the target
             // is not the first run.
@@ -180,7 +183,9 @@ proptest! {
             } else {
                 None
             };
+            prop_assert_eq!(c.check_marks(), Ok(()), "kind {} trimmed", kind);
             prop_assert!(c.splice_record(target, &pieces, place), "kind {}", kind);
+            prop_assert_eq!(c.check_marks(), Ok(()), "kind {} spliced", kind);
             want.splice(i..=i, pieces.iter().copied());
             let want: Vec<Run> = want.split_off(from);
             prop_assert_eq!(c.decode(), want.clone(), "kind {} lo {} hi {}", kind, lo, hi);
@@ -206,6 +211,17 @@ proptest! {
             let mut want = want;
             want.push(more);
             prop_assert_eq!(c.decode(), want.clone(), "kind {} then push", kind);
+            prop_assert_eq!(c.check_marks(), Ok(()), "kind {} pushed", kind);
+            // The last record made the open run again (an UNDO of the
+            // last run whole), from the last mark.
+            if c.runs > 1 {
+                let mut popped = c.clone();
+                prop_assert!(popped.pop_record());
+                prop_assert_eq!(popped.check_marks(), Ok(()), "kind {} popped", kind);
+                want.pop();
+                prop_assert_eq!(popped.decode(), want.clone(), "kind {} popped", kind);
+                want.push(more);
+            }
             c.seal();
             prop_assert_eq!(c.decode(), want, "kind {} sealed", kind);
         }

@@ -134,6 +134,16 @@ pub(super) fn sound(log: &mut CompactLog) -> Result<(), TestCaseError> {
     prop_assert!(total <= MAX_ENTRIES);
     let newest = runs.last().map(|r| r.score).unwrap_or(0);
     let _ = log.count_above(newest - 1000).unwrap();
+    // Counted from the front (in what a trim would take): what the runs say.
+    let mut cutoffs: Vec<i64> = runs.iter().flat_map(|r| [r.score - 1, r.score]).collect();
+    cutoffs.extend([i64::MIN, i64::MAX, newest - 1000]);
+    for cut in cutoffs {
+        let above = runs
+            .iter()
+            .filter(|r| r.score > cut)
+            .fold(0u64, |n, r| n.saturating_add(r.count));
+        prop_assert_eq!(log.count_above(cut).unwrap(), above, "count_above({})", cut);
+    }
     let _ = log.nth_above(i64::MIN, total, total).unwrap();
     let _ = log.newest_entry().unwrap();
     if let Err(e) = log.view().check() {
