@@ -281,6 +281,14 @@ pub(super) fn kill_span(index: &mut Index, first: i64) {
 /// after the dead spans are swept out.
 pub(super) fn hold(index: &mut Index, span: Span) {
     let h = (span.first, span.last());
+    // Dead spans at the end from the new one's first member on go first
+    // (each paid for by the removal that killed it): a charge made after
+    // the newest were given back (UNDO ID, then CHECK) takes ids among
+    // theirs, and is then appended instead of sweeping every span.
+    while index.held.last().is_some_and(|l| !alive(l) && l.0 >= h.0) {
+        index.held.pop();
+        index.held_dead = index.held_dead.saturating_sub(1);
+    }
     if index.held.last().is_none_or(|l| l.0 < h.0 && l.1 < h.0) {
         grow(&mut index.held, 1);
         index.held.push(h);
