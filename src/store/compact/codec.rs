@@ -13,10 +13,10 @@
 //! span    := varint(first member) varint(count - 1)
 //! ```
 //!
-//! A small log holding charges is kept in memory as version 1's bytes then
-//! its records in a tighter form, under the version byte
-//! [`VERSION_SMALL_CHARGES`] (see [`put_small_records`]): never written
-//! where bytes leave the process, never read from there.
+//! A small log is kept in memory in a tighter form of its own
+//! (`form_codec.rs`), its charge records as [`put_small_records`] writes
+//! them: never written where bytes leave the process, never read from
+//! there (its tag is no version byte this reader knows).
 
 use super::bounds::{Bound, MAX_CHARGES, MAX_CHARGE_SPANS, MAX_REQUEST_ID, MAX_SCORE};
 use super::charge::{Record, Records, SmallRecords, Span};
@@ -28,17 +28,6 @@ pub const VERSION: u8 = 1;
 
 /// The version byte of a log with charge records.
 pub const VERSION_CHARGES: u8 = 2;
-
-/// The version byte of a small log's form in memory when it holds charge
-/// records: version 1's bytes, then the records in the tighter form
-/// [`put_small_records`] writes (a charge of COST 1 with a 16-byte id
-/// takes 18 bytes, against 24 to 26 in version 2). Never written where
-/// bytes leave the process ([`CompactLog::encode`] writes version 2 for
-/// it), and refused by [`read_header`]: only the module's own small forms
-/// are read with it ([`read_own_header`]).
-///
-/// [`CompactLog::encode`]: super::log::CompactLog::encode
-pub const VERSION_SMALL_CHARGES: u8 = 0x82;
 
 /// What the encoding says before its records: the expiry and the number
 /// of runs.
@@ -55,21 +44,8 @@ pub(super) struct Header {
 /// and the run count. The one reader of the header, for every decoder of
 /// bytes from outside (RDB, RESTORE, a client).
 pub(super) fn read_header(r: &mut Reader<'_>) -> Result<Header, DecodeError> {
-    read_header_in(r, false)
-}
-
-/// [`read_header`] for a small form the module wrote itself: version
-/// [`VERSION_SMALL_CHARGES`] too.
-pub(super) fn read_own_header(r: &mut Reader<'_>) -> Result<Header, DecodeError> {
-    read_header_in(r, true)
-}
-
-fn read_header_in(r: &mut Reader<'_>, own: bool) -> Result<Header, DecodeError> {
     let version = r.byte()?;
-    let known = version == VERSION
-        || version == VERSION_CHARGES
-        || (own && version == VERSION_SMALL_CHARGES);
-    if !known {
+    if version != VERSION && version != VERSION_CHARGES {
         return Err(DecodeError::Version(version));
     }
     let expire_at_ms = match r.byte()? {
@@ -321,8 +297,8 @@ pub(super) fn read_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
     })
 }
 
-/// Writes the records of a small form in memory (version
-/// [`VERSION_SMALL_CHARGES`]) to the end of the bytes (no count), in the
+/// Writes the records of a small form in memory (see `form_codec.rs`)
+/// to the end of the bytes (no count), in the
 /// order of their first members (any order reads back):
 ///
 /// ```text

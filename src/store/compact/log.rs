@@ -2,7 +2,8 @@
 
 use super::bounds::{Bound, MAX_SCORE};
 use super::chunked::Chunked;
-use super::codec::{DecodeError, VERSION};
+use super::codec::DecodeError;
+use super::form_codec::{self, FORM};
 use super::run::Run;
 use super::small::{self, SmallForm, SMALL_RUNS};
 use super::spare::*;
@@ -386,15 +387,19 @@ impl CompactLog {
         }
     }
 
-    /// The encoding (see the module comment). A small form is its
-    /// encoding, but for the scores of its charge records (version
-    /// [`VERSION_SMALL_CHARGES`](super::codec::VERSION_SMALL_CHARGES), in
-    /// memory only): that one is written as version 2.
+    /// The encoding (see the module comment): version 1, or 2 with
+    /// charge records. A small form without charges is rewritten record by
+    /// record (see `form_codec.rs`); others go through the chunks.
     pub fn encode(&self) -> Vec<u8> {
-        match &self.repr {
-            Repr::Small(b) if !b.is_empty() && !small::has_charges(b) => b.bytes().to_vec(),
-            _ => self.view().encode(),
+        if let Repr::Small(b) = &self.repr {
+            if !b.is_empty() && !small::has_charges(b) {
+                let mut out = Vec::with_capacity(b.len().saturating_add(16));
+                if form_codec::stored(b.bytes(), &mut out).is_ok() {
+                    return out;
+                }
+            }
         }
+        self.view().encode()
     }
 
     /// Every invariant the queries rely on, and that the log loads again as
@@ -478,7 +483,7 @@ impl Held<'_> {
             if b.is_empty() {
                 // A new log: the form of an empty one (in place: the first
                 // call's entry and expiry fit there).
-                *b = SmallForm::from_slice(&[VERSION, 0, 0]).unwrap_or(SmallForm::EMPTY);
+                *b = SmallForm::from_slice(&[FORM, 0]).unwrap_or(SmallForm::EMPTY);
                 hold.dirty = true;
             }
             hold.small = small::scan(b.bytes());
@@ -584,7 +589,7 @@ pub struct Raised {
 }
 
 /// The charges made with an ID (see `charge/`): a small log with charges
-/// (version [`VERSION_SMALL_CHARGES`](super::codec::VERSION_SMALL_CHARGES))
+/// (see `form_codec.rs`)
 /// takes the in-place changes of `small.rs` that leave its charges alone
 /// (an entry added after the others, the expiry, a trim that removes
 /// nothing); anything that reads or changes a charge holds it as chunks,

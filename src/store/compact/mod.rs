@@ -12,6 +12,8 @@
 //! - `codec.rs`: the persisted encoding (version 1, and 2 with charge
 //!   records): the header, the byte records, the readers for untrusted
 //!   bytes; golden-bytes tests;
+//! - `form_codec.rs`: a small log's form in memory (tighter than the
+//!   persisted encoding; never leaves the process); golden-bytes tests;
 //! - `rice.rs`: the Rice code a sealed chunk may use in memory;
 //! - `chunk.rs`: a chunk of up to [`CHUNK_RUNS`](chunk::CHUNK_RUNS) runs and its summaries;
 //! - `splice.rs`: a chunk's records found and changed in the middle, and
@@ -50,6 +52,7 @@ mod charge;
 mod chunk;
 mod chunked;
 mod codec;
+mod form_codec;
 mod log;
 mod rice;
 mod run;

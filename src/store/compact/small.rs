@@ -7,10 +7,12 @@
 //! back, a member below the greatest, UNDO, the queries of DETAIL and
 //! PEEK) falls back to the chunks (`CompactLog::promote`).
 //!
-//! Every change writes exactly the bytes `Chunked::encode_into` would write
-//! for the resulting runs: the records after the first are relative to the
-//! run before them, so a trim rewrites the header and the first kept
-//! record only, an append writes one record, a join rewrites the last.
+//! The bytes are the form `form_codec.rs` defines (tighter than the
+//! persisted encoding). Every change writes exactly the bytes
+//! `Chunked::encode_small_into` would write for the resulting runs: the
+//! records after the first are relative to the run before them, so a trim
+//! rewrites the head and the first kept record only, an append writes one
+//! record and the head, a join rewrites the last record.
 //!
 //! The bytes live in a [`SmallForm`]: in the stored value itself up to
 //! [`INLINE`] bytes (a `limit 5` key: one 24-byte block in all), else in a
@@ -19,17 +21,15 @@
 //!
 //! A small log with charges made with an ID (at most
 //! [`SMALL_CHARGES`](super::charge::SMALL_CHARGES)) is a small form too,
-//! version [`VERSION_SMALL_CHARGES`] (see `codec.rs`): its runs change in
+//! its tag's [`CHARGES`] bit set: its runs change in
 //! place as above, its records after them untouched, as long as the
 //! change leaves every charge alone (a trim that removes a run falls back
 //! to the chunks, which drop the charges that went with it).
 
 use super::bounds::{MAX_CHARGES, MAX_CHARGE_SPANS, MAX_ENTRIES, MAX_REQUEST_ID, MAX_SCORE};
 use super::charge::{valid_request, SMALL_CHARGES};
-use super::codec::{
-    put_run, put_varint, read_run, unzigzag, varint_len, zigzag, Reader, Sink, VERSION,
-    VERSION_SMALL_CHARGES,
-};
+use super::codec::{put_varint, Reader, Sink};
+use super::form_codec::{is_form, put_form_run, put_head, read_form_run, read_head, Head, CHARGES};
 use super::run::Run;
 
 /// Logs of at most this many runs are held as their encoding alone, one
@@ -43,10 +43,12 @@ pub const SMALL_RUNS: usize = 32;
 #[cfg(any(test, feature = "fuzzing"))]
 pub const SMALL_RUNS: usize = 2;
 
-/// Whether a small form holds charge records (version
-/// [`VERSION_SMALL_CHARGES`]: read through the chunks, never in place).
+/// Whether a small form holds charge records (read through the chunks,
+/// never in place).
 pub(super) fn has_charges(form: &SmallForm) -> bool {
-    form.bytes().first() == Some(&VERSION_SMALL_CHARGES)
+    form.bytes()
+        .first()
+        .is_some_and(|&tag| is_form(tag) && tag & CHARGES != 0)
 }
 
 /// `len` rounded up to a multiple of 16: the capacity a small form is
@@ -230,30 +232,30 @@ const MOST_RUNS: u64 = 64;
 /// What the changes and questions need of a small form's bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Summary {
-    /// Where the run count's varint starts (after the expiry).
-    n_at: usize,
-    /// Where the first record starts (the end when there is no run).
-    rec_at: usize,
+    /// Where the first record starts, after the head (the end of the runs
+    /// when there is no run).
+    rec_at: u32,
     pub(super) runs: u64,
     pub(super) entries: u64,
-    /// The first run's score (0 when there is no run).
+    /// The first run's score and first member (0 when there is no run).
     first_score: i64,
+    first_member: i64,
     /// The last run (count 0 when there is none), where its record starts
     /// and the state (score, expected member) it was written after.
     last: Run,
-    last_at: usize,
+    last_at: u32,
     before_last: (i64, i64),
     /// Whether the run before the last has the last's score.
     shares_top: bool,
     /// The greatest member (-1 when there is none).
     max_id: i64,
-    /// Whether an expiry is set.
+    /// The expiry, when `expires`.
+    expire_at: i64,
     expires: bool,
     /// Where the runs end: the end of the bytes, or where the charge
-    /// records of a form with charges start (version
-    /// [`VERSION_SMALL_CHARGES`]: the records stay as they are while the
-    /// runs change in place, their units untouched). 32 bits, beside the
-    /// flags: the summary lives in every command's store.
+    /// records of a form with charges start (the records stay as they are
+    /// while the runs change in place, their units untouched). 32 bits,
+    /// beside the flag: the summary lives in every command's store.
     end: u32,
     /// Whether the form holds charge records.
     pub(super) charges: bool,
@@ -293,38 +295,25 @@ impl Sink for Stack {
 /// chunked path, which does its own checks).
 pub(super) fn scan(bytes: &[u8]) -> Option<Summary> {
     let mut r = Reader { bytes, at: 0 };
-    let charges = match r.byte().ok()? {
-        VERSION => false,
-        VERSION_SMALL_CHARGES => true,
-        _ => return None,
-    };
-    let expires = match r.byte().ok()? {
-        0 => false,
-        1 => {
-            // Only its length matters here: stepped over, not decoded.
-            while r.byte().ok()? & 0x80 != 0 {}
-            true
-        }
-        _ => return None,
-    };
-    let n_at = r.at;
-    let runs = r.varint().ok()?;
+    let head = read_head(&mut r).ok()?;
+    let (runs, charges) = (head.runs, head.charges);
     let mut s = Summary {
-        n_at,
-        rec_at: r.at,
+        rec_at: u32::try_from(r.at).ok()?,
         runs,
         entries: 0,
-        first_score: 0,
+        first_score: head.first_score,
+        first_member: head.first_member,
         last: Run {
             score: 0,
             first: 0,
             count: 0,
         },
-        last_at: r.at,
-        before_last: (0, 1),
+        last_at: u32::try_from(r.at).ok()?,
+        before_last: (head.first_score, head.first_member),
         shares_top: false,
         max_id: -1,
-        expires,
+        expire_at: head.expire_at_ms.unwrap_or(0),
+        expires: head.expire_at_ms.is_some(),
         end: u32::try_from(r.at).ok()?,
         charges,
     };
@@ -336,10 +325,7 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Summary> {
     if runs > MOST_RUNS {
         return None;
     }
-    let first_score = unzigzag(r.varint().ok()?);
-    s.first_score = first_score;
-    s.rec_at = r.at;
-    let (mut score, mut expected) = (first_score, 1i64);
+    let (mut score, mut expected) = (s.first_score, s.first_member);
     let mut prev_score = None;
     for i in 0..runs {
         let at = r.at;
@@ -359,13 +345,13 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Summary> {
                 expected += 1;
                 run
             }
-            _ => read_run(&mut r, &mut score, &mut expected).ok()?,
+            _ => read_form_run(&mut r, &mut score, &mut expected).ok()?,
         };
         if i > 0 {
             prev_score = Some(s.last.score);
         }
         s.last = run;
-        s.last_at = at;
+        s.last_at = u32::try_from(at).ok()?;
         s.before_last = state;
         s.entries = s.entries.checked_add(run.count)?;
         s.max_id = s.max_id.max(run.last());
@@ -398,13 +384,13 @@ pub(super) fn trim(bytes: &mut SmallForm, s: &mut Summary, cutoff_ms: i64) -> Op
     }
     let mut r = Reader {
         bytes: bytes.bytes(),
-        at: s.rec_at,
+        at: usize::try_from(s.rec_at).ok()?,
     };
-    let (mut score, mut expected) = (s.first_score, 1i64);
+    let (mut score, mut expected) = (s.first_score, s.first_member);
     let (mut removed, mut gone) = (0u64, 0u64);
     let mut kept = None;
     while gone < s.runs {
-        let run = read_run(&mut r, &mut score, &mut expected).ok()?;
+        let run = read_form_run(&mut r, &mut score, &mut expected).ok()?;
         if run.score > cutoff_ms {
             kept = Some((run, r.at));
             break;
@@ -412,21 +398,32 @@ pub(super) fn trim(bytes: &mut SmallForm, s: &mut Summary, cutoff_ms: i64) -> Op
         removed = removed.checked_add(run.count)?;
         gone += 1;
     }
-    // The new header: the run count, then (when runs are left) the first
-    // kept run's score and its record, rewritten after that state.
+    // The new head (the first kept run's score and member, the expiry
+    // relative to that score), then the first kept run's record, rewritten
+    // after that state.
     let mut head = Stack::new();
-    put_varint(&mut head, s.runs - gone);
+    let mut h = Head {
+        charges: false,
+        runs: s.runs - gone,
+        first_score: 0,
+        first_member: 0,
+        expire_at_ms: expiry(s),
+    };
     let replaced_end = match kept {
         Some((run, end)) => {
-            put_varint(&mut head, zigzag(run.score));
-            let (mut sc, mut ex) = (run.score, 1i64);
-            put_run(&mut head, &mut sc, &mut ex, run);
+            h.first_score = run.score;
+            h.first_member = run.first;
+            put_head(&mut head, &h);
+            let (mut sc, mut ex) = (run.score, run.first);
+            put_form_run(&mut head, &mut sc, &mut ex, run);
             end
         }
-        None => bytes.len(),
+        None => {
+            put_head(&mut head, &h);
+            bytes.len()
+        }
     };
-    let old_len = replaced_end.checked_sub(s.n_at)?;
-    bytes.splice(s.n_at, old_len, head.bytes())?;
+    bytes.splice(0, replaced_end, head.bytes())?;
     *s = scan(bytes.bytes())?;
     Some(removed)
 }
@@ -467,15 +464,22 @@ pub(super) fn add(
         count: 1,
     };
     if s.runs == 0 {
-        let mut tail = Stack::new();
-        put_varint(&mut tail, 1);
-        put_varint(&mut tail, zigzag(now_ms));
-        let (mut sc, mut ex) = (now_ms, 1i64);
-        put_run(&mut tail, &mut sc, &mut ex, run);
+        let mut head = Stack::new();
+        put_head(
+            &mut head,
+            &Head {
+                charges: s.charges,
+                runs: 1,
+                first_score: now_ms,
+                first_member: id,
+                expire_at_ms: expiry(s),
+            },
+        );
+        let (mut sc, mut ex) = (now_ms, id);
+        put_form_run(&mut head, &mut sc, &mut ex, run);
         // Up to where the runs end: a charge record may follow (see
         // `add_charge`).
-        let old_len = runs_end(s)?.checked_sub(s.n_at)?;
-        bytes.splice(s.n_at, old_len, tail.bytes())?;
+        bytes.splice(0, runs_end(s)?, head.bytes())?;
         *s = scan(bytes.bytes())?;
         return Some(());
     }
@@ -489,10 +493,11 @@ pub(super) fn add(
         };
         let mut rec = Stack::new();
         let (mut sc, mut ex) = s.before_last;
-        put_run(&mut rec, &mut sc, &mut ex, joined);
-        let old_len = runs_end(s)?.checked_sub(s.last_at)?;
-        bytes.splice(s.last_at, old_len, rec.bytes())?;
-        s.end = u32::try_from(s.last_at.checked_add(rec.bytes().len())?).ok()?;
+        put_form_run(&mut rec, &mut sc, &mut ex, joined);
+        let last_at = usize::try_from(s.last_at).ok()?;
+        let old_len = runs_end(s)?.checked_sub(last_at)?;
+        bytes.splice(last_at, old_len, rec.bytes())?;
+        s.end = u32::try_from(last_at.checked_add(rec.bytes().len())?).ok()?;
         s.last = joined;
     } else {
         if s.runs >= SMALL_RUNS as u64 {
@@ -501,29 +506,22 @@ pub(super) fn add(
         let mut rec = Stack::new();
         let (mut sc, mut ex) = (s.last.score, s.last.last().saturating_add(1));
         let before = (sc, ex);
-        put_run(&mut rec, &mut sc, &mut ex, run);
-        // The record at the end, then the run count (one more): only the
-        // count's own bytes are replaced (the first score follows them).
+        put_form_run(&mut rec, &mut sc, &mut ex, run);
+        // The record at the end, then the head with one more run.
         let end = runs_end(s)?;
-        let mut n = Stack::new();
-        put_varint(&mut n, s.runs + 1);
-        let n_len = usize::try_from(varint_len(s.runs)).ok()?;
-        let shift = n.bytes().len() as isize - n_len as isize;
-        let rec_at = s.rec_at.checked_add_signed(shift)?;
-        let last_at = end.checked_add_signed(shift)?;
         bytes.splice(end, 0, rec.bytes())?;
-        if bytes.splice(s.n_at, n_len, n.bytes()).is_none() {
-            // Not reached (the count is inside the bytes): undone all the same.
+        let was = *s;
+        s.end = u32::try_from(end.checked_add(rec.bytes().len())?).ok()?;
+        s.shares_top = s.last.score == now_ms;
+        s.before_last = before;
+        s.last_at = u32::try_from(end).ok()?;
+        s.last = run;
+        if rewrite_head(bytes, s, s.runs + 1, expiry(s)).is_none() {
+            // Not reached (the head is inside the bytes): undone all the same.
+            *s = was;
             bytes.splice(end, rec.bytes().len(), &[])?;
             return None;
         }
-        s.rec_at = rec_at;
-        s.end = u32::try_from(last_at.checked_add(rec.bytes().len())?).ok()?;
-        s.shares_top = s.last.score == now_ms;
-        s.before_last = before;
-        s.last_at = last_at;
-        s.last = run;
-        s.runs += 1;
     }
     s.entries = s.entries.checked_add(1)?;
     s.max_id = id;
@@ -554,19 +552,48 @@ pub(super) fn set_expiry(
     if !within_cap(bytes, s, cap) {
         return None;
     }
-    // Usually as many bytes as the old one: `splice` writes over it.
-    let mut field = Stack::new();
-    field.push(1);
-    put_varint(&mut field, zigzag(at_ms));
-    let old_len = s.n_at.checked_sub(1)?;
-    bytes.splice(1, old_len, field.bytes())?;
-    let shift = field.bytes().len() as isize - old_len as isize;
-    s.n_at = s.n_at.checked_add_signed(shift)?;
-    s.rec_at = s.rec_at.checked_add_signed(shift)?;
-    s.last_at = s.last_at.checked_add_signed(shift)?;
-    s.end = u32::try_from(runs_end(s)?.checked_add_signed(shift)?).ok()?;
-    s.expires = true;
+    rewrite_head(bytes, s, s.runs, Some(at_ms))
+}
+
+/// Writes the head of `s`'s form with `runs` runs and the expiry
+/// `expire_at` over the old head (usually as many bytes: `splice` writes
+/// over it), and moves what the summary says of the bytes after it. The
+/// first run's score and member stay: so does its record.
+fn rewrite_head(
+    bytes: &mut SmallForm,
+    s: &mut Summary,
+    runs: u64,
+    expire_at: Option<i64>,
+) -> Option<()> {
+    let mut head = Stack::new();
+    put_head(
+        &mut head,
+        &Head {
+            charges: s.charges,
+            runs,
+            first_score: s.first_score,
+            first_member: s.first_member,
+            expire_at_ms: expire_at,
+        },
+    );
+    let rec_at = usize::try_from(s.rec_at).ok()?;
+    bytes.splice(0, rec_at, head.bytes())?;
+    let shift = head.bytes().len() as isize - rec_at as isize;
+    let moved = |at: u32| -> Option<u32> {
+        u32::try_from(usize::try_from(at).ok()?.checked_add_signed(shift)?).ok()
+    };
+    s.rec_at = moved(s.rec_at)?;
+    s.last_at = moved(s.last_at)?;
+    s.end = moved(s.end)?;
+    s.runs = runs;
+    s.expire_at = expire_at.unwrap_or(0);
+    s.expires = expire_at.is_some();
     Some(())
+}
+
+/// The expiry of the summary's form.
+fn expiry(s: &Summary) -> Option<i64> {
+    s.expires.then_some(s.expire_at)
 }
 
 /// Whether the small form settles as no bytes at all (no entry, no expiry),
@@ -668,11 +695,11 @@ fn score_of(bytes: &[u8], s: &Summary, id: i64) -> Option<i64> {
     }
     let mut r = Reader {
         bytes,
-        at: s.rec_at,
+        at: usize::try_from(s.rec_at).ok()?,
     };
-    let (mut score, mut expected) = (s.first_score, 1i64);
+    let (mut score, mut expected) = (s.first_score, s.first_member);
     for _ in 0..s.runs {
-        let run = read_run(&mut r, &mut score, &mut expected).ok()?;
+        let run = read_form_run(&mut r, &mut score, &mut expected).ok()?;
         if run.holds(id) {
             return Some(run.score);
         }
@@ -710,8 +737,8 @@ pub(super) fn charge_count(bytes: &SmallForm, s: &Summary) -> Option<usize> {
 /// the member above every other (as `Chunked::add_units` does): its entry
 /// added as [`add`] adds one, its record appended after the others (the
 /// first member of a new charge is above every other, so its record is
-/// the last in their order), the version byte made
-/// [`VERSION_SMALL_CHARGES`] for a form that held no charge. The score and
+/// the last in their order), the tag's [`CHARGES`] bit set for a form
+/// that held no charge. The score and
 /// member given, or `None`: not done here, nothing changed (a charge
 /// already under `request`, as many charges as a small form holds, a form
 /// that would pass `cap` bytes, an entry [`add`] does not add in place,
@@ -770,7 +797,7 @@ pub(super) fn add_charge(
     bytes.splice(at, 0, tag.bytes())?;
     if bytes.splice(bytes.len(), 0, request).is_none()
         || bytes.splice(bytes.len(), 0, tail.bytes()).is_none()
-        || bytes.splice(0, 1, &[VERSION_SMALL_CHARGES]).is_none()
+        || bytes.splice(0, 1, &[was.1 | CHARGES]).is_none()
     {
         let _ = bytes.splice(at, bytes.len().saturating_sub(at), &[]);
         return None;

@@ -4,6 +4,7 @@ use super::super::bounds::*;
 use super::super::charge::*;
 use super::super::chunk::*;
 use super::super::codec::*;
+use super::super::form_codec::{put_form_run, put_head, read_form_run, read_head, Head};
 use super::super::run::*;
 use super::form::Chunked;
 
@@ -207,10 +208,12 @@ impl Chunked {
         self.write(out, false)
     }
 
-    /// Appends a small log's form in memory to `out`: the encoding, but
-    /// with charge records under version [`VERSION_SMALL_CHARGES`] (in the
-    /// tighter form of `codec.rs`'s `put_small_records`). Never carried out
-    /// of the process: [`CompactLog::encode`] writes version 2.
+    /// Appends a small log's form in memory to `out` (see `form_codec.rs`),
+    /// its charge records in the tighter form of `codec.rs`'s
+    /// `put_small_records`. Never carried out of the process:
+    /// [`CompactLog::encode`] writes version 1 or 2. A log of more charges
+    /// than a small form holds is written as its encoding (the callers
+    /// check first).
     ///
     /// [`CompactLog::encode`]: super::super::log::CompactLog::encode
     pub(in crate::store::compact) fn encode_small_into(&self, out: &mut Vec<u8>) {
@@ -220,11 +223,36 @@ impl Chunked {
     fn write(&self, out: &mut Vec<u8>, small: bool) {
         let records = self.records.as_deref().filter(|r| !r.is_empty());
         // A small form only of what it holds (the callers check first).
-        let small = small && records.is_some_and(|r| r.len() <= SMALL_CHARGES);
-        let version = match (records.is_some(), small) {
-            (false, _) => VERSION,
-            (true, false) => VERSION_CHARGES,
-            (true, true) => VERSION_SMALL_CHARGES,
+        if small && records.is_none_or(|r| r.len() <= SMALL_CHARGES) {
+            let mut head = Head {
+                charges: records.is_some(),
+                runs: self.runs,
+                first_score: 0,
+                first_member: 0,
+                expire_at_ms: self.expire_at_ms,
+            };
+            let mut state: Option<(i64, i64)> = None;
+            self.for_each_run(|r| {
+                let (score, expected) = state.get_or_insert_with(|| {
+                    head.first_score = r.score;
+                    head.first_member = r.first;
+                    put_head(out, &head);
+                    (r.score, r.first)
+                });
+                put_form_run(out, score, expected, r);
+            });
+            if state.is_none() {
+                head.runs = 0;
+                put_head(out, &head);
+            }
+            if let Some(records) = records {
+                put_small_records(out, records);
+            }
+            return;
+        }
+        let version = match records {
+            None => VERSION,
+            Some(_) => VERSION_CHARGES,
         };
         write_header_of(out, version, self.expire_at_ms, self.runs);
         let mut state: Option<(i64, i64)> = None;
@@ -235,12 +263,8 @@ impl Chunked {
             });
             put_run(out, score, expected, r);
         });
-        match records {
-            Some(records) if small => {
-                put_small_records(out, records);
-            }
-            Some(records) => put_records(out, records.len(), records.iter()),
-            None => {}
+        if let Some(records) = records {
+            put_records(out, records.len(), records.iter());
         }
     }
 
@@ -276,33 +300,39 @@ impl Chunked {
         Self::decode_with(bytes, Builder::new(), true)
     }
 
-    /// `own`: the bytes may be a small form in memory (version
-    /// [`VERSION_SMALL_CHARGES`]), which bytes from outside may not.
+    /// `own`: the bytes are a small form in memory (see `form_codec.rs`),
+    /// which bytes from outside never are.
     fn decode_with(bytes: &[u8], mut b: Builder, own: bool) -> Result<Chunked, DecodeError> {
         let mut r = Reader { bytes, at: 0 };
-        let header = if own {
-            read_own_header(&mut r)?
-        } else {
-            read_header(&mut r)?
-        };
-        let n = header.runs;
-        if n > MAX_RUNS {
-            return Err(DecodeError::Bound(Bound::Runs));
-        }
-        // Each run takes at least one byte: a count beyond what is left is
-        // a lie, refused before anything is built for it.
-        let left = bytes.len().saturating_sub(r.at) as u64;
-        if n > left {
-            return Err(DecodeError::Truncated);
-        }
-        if n > 0 {
-            let mut score = unzigzag(r.varint()?);
-            let mut expected = 1i64;
-            for _ in 0..n {
-                let run = read_run(&mut r, &mut score, &mut expected)?;
-                b.push(run)?;
+        let (header, small_charges) = if own {
+            let head = read_head(&mut r)?;
+            check_run_count(head.runs, bytes.len().saturating_sub(r.at))?;
+            let (mut score, mut expected) = (head.first_score, head.first_member);
+            for _ in 0..head.runs {
+                b.push(read_form_run(&mut r, &mut score, &mut expected)?)?;
             }
-        }
+            let header = Header {
+                // Charge records, if any, in the small form's way (below).
+                version: VERSION,
+                expire_at_ms: head.expire_at_ms,
+                runs: head.runs,
+                runs_at: 0,
+            };
+            (header, head.charges)
+        } else {
+            let header = read_header(&mut r)?;
+            let n = header.runs;
+            check_run_count(n, bytes.len().saturating_sub(r.at))?;
+            if n > 0 {
+                let mut score = unzigzag(r.varint()?);
+                let mut expected = 1i64;
+                for _ in 0..n {
+                    let run = read_run(&mut r, &mut score, &mut expected)?;
+                    b.push(run)?;
+                }
+            }
+            (header, false)
+        };
         // A version 2 payload: the charge records, each checked as it is
         // read (bounds, order), then all against the log in one pass.
         let records = if header.version == VERSION_CHARGES {
@@ -317,7 +347,7 @@ impl Chunked {
         };
         // A small form's records, to the end: read once the log is built
         // (each is scored as the entry of its first unit).
-        let small_at = (header.version == VERSION_SMALL_CHARGES).then_some(r.at);
+        let small_at = small_charges.then_some(r.at);
         if small_at.is_some() {
             r.at = bytes.len();
         }
@@ -342,4 +372,17 @@ impl Chunked {
         }
         Ok(log)
     }
+}
+
+/// Refuses a run count past the bound, or past what `left` bytes hold
+/// (each run takes at least one byte: a count beyond them is a lie, refused
+/// before anything is built for it).
+fn check_run_count(n: u64, left: usize) -> Result<(), DecodeError> {
+    if n > MAX_RUNS {
+        return Err(DecodeError::Bound(Bound::Runs));
+    }
+    if n > left as u64 {
+        return Err(DecodeError::Truncated);
+    }
+    Ok(())
 }

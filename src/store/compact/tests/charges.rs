@@ -5,6 +5,7 @@ use proptest::prelude::*;
 use super::super::bounds::*;
 use super::super::charge::*;
 use super::super::codec::*;
+use super::super::form_codec::{CHARGES, FORM};
 use super::super::log::*;
 use super::support::*;
 use crate::window::WindowLog;
@@ -250,7 +251,7 @@ proptest! {
         }
         let mut bytes = Vec::new();
         c.view().encode_small_into(&mut bytes);
-        prop_assert_eq!(bytes[0], VERSION_SMALL_CHARGES);
+        prop_assert_eq!(bytes[0], FORM | CHARGES);
         // Read back as written.
         let back = Chunked::decode_small(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(&back, &*c.view());

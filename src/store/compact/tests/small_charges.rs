@@ -7,6 +7,7 @@ use proptest::prelude::*;
 use super::super::bounds::*;
 use super::super::charge::*;
 use super::super::codec::*;
+use super::super::form_codec::{is_form, CHARGES, FORM};
 use super::super::log::*;
 use super::super::small::has_charges as small_has_charges;
 use super::charges::request;
@@ -14,9 +15,9 @@ use super::support::*;
 use crate::window::WindowLog;
 use crate::window::{self, Rule, Want};
 
-/// A log of a few charges stays in its small form (one block: version
-/// [`VERSION_SMALL_CHARGES`] in memory, the records' scores relative to
-/// the first run's) through what commands do to it: charges made, a
+/// A log of a few charges stays in its small form (one block: the form
+/// of `form_codec.rs` in memory, the records' scores those of their
+/// units) through what commands do to it: charges made, a
 /// SETTLE raise and lower, UNDO ID, a query, a trim; past
 /// [`SMALL_CHARGES`] it is chunks, and small again below. What leaves the
 /// process is version 2, the chunks' very bytes, and loads back small.
@@ -26,7 +27,7 @@ fn a_few_charges_keep_the_small_form() {
     let mut log = CompactLog::new();
     let mut hold = Hold::default();
     fn small(log: &CompactLog) -> bool {
-        matches!(&log.repr, Repr::Small(b) if b.bytes().first() == Some(&VERSION_SMALL_CHARGES))
+        matches!(&log.repr, Repr::Small(b) if small_has_charges(b))
     }
     let req = |i: usize| format!("req-{i:012}").into_bytes();
     // One command: the log held, `f`, then settled.
@@ -62,8 +63,9 @@ fn a_few_charges_keep_the_small_form() {
     assert!(own.len() < bytes.len(), "{} >= {}", own.len(), bytes.len());
     assert_eq!(
         CompactLog::decode(&own).unwrap_err(),
-        DecodeError::Version(VERSION_SMALL_CHARGES)
+        DecodeError::Version(own[0])
     );
+    assert!(is_form(own[0]) && own[0] & CHARGES != 0, "{own:?}");
     // A command that changes nothing puts the same bytes back.
     let n = command(&mut log, &mut hold, |h| h.count_above(base - 1));
     assert_eq!(n, Ok(SMALL_CHARGES as u64));
@@ -96,13 +98,13 @@ fn a_few_charges_keep_the_small_form() {
     // UNDO by member never takes a unit, in the small form either.
     assert_eq!(command(&mut log, &mut hold, |h| h.remove(1)), Ok(false));
     // The window moves past them: every charge goes with its entries,
-    // and the small form is version 1 again.
+    // and the small form is one without charges again.
     command(&mut log, &mut hold, |h| h.add_scored(base + 10, 1_000)).unwrap();
     let trimmed = command(&mut log, &mut hold, |h| h.trim(base));
     assert_eq!(trimmed, Ok(SMALL_CHARGES as u64));
     assert_eq!(log.charge_count(), 0);
     assert_eq!(log.encode()[0], VERSION);
-    assert!(matches!(&log.repr, Repr::Small(b) if b.bytes().first() == Some(&VERSION)));
+    assert!(matches!(&log.repr, Repr::Small(b) if b.bytes().first() == Some(&FORM)));
 }
 
 /// The small form holds charges only while they take few bytes
