@@ -139,15 +139,16 @@ test: deps build fault-module python-client ## Unit tests, the integration suite
 unit: ## Unit and property tests only (no server needed)
 	cargo test --profile $(TEST_PROFILE) --lib
 
-# make itest T=<suite>[::<server>[::<test>]]: one test file of tests/ (the
-# suite), and of it the tests whose name holds the rest (cargo's filter).
+# make itest T=<suite>[::<server>[::<test>]]: one test program of tests/
+# (the suite: tests/<suite>.rs, or tests/<suite>/main.rs and the files it
+# declares), and of it the tests whose name holds the rest (cargo's filter).
 T ?=
 # More of cargo test's harness options, after the filter (--exact, --nocapture).
 TEST_ARGS ?=
 itest: build ## One integration test by name: T=check::redis_7_0::window_slides (T=check::redis_7_0:: one server's tests of a suite, T=check the suite; TEST_ARGS=--exact ...)
-	@[ -n "$(T)" ] || { echo "usage: make itest T=<suite>[::<server>[::<test>]] (suite: a file of tests/, e.g. T=check::redis_7_0::window_slides)" >&2; exit 2; }
+	@[ -n "$(T)" ] || { echo "usage: make itest T=<suite>[::<server>[::<test>]] (suite: tests/<suite>.rs or tests/<suite>/main.rs, e.g. T=check::redis_7_0::window_slides)" >&2; exit 2; }
 	@t='$(T)'; suite=$${t%%::*}; filter=$${t#"$$suite"}; filter=$${filter#::}; \
-	[ -f "tests/$$suite.rs" ] || { echo "itest: no suite tests/$$suite.rs" >&2; exit 2; }; \
+	[ -f "tests/$$suite.rs" ] || [ -f "tests/$$suite/main.rs" ] || { echo "itest: no suite tests/$$suite.rs or tests/$$suite/main.rs" >&2; exit 2; }; \
 	case $$suite in panics) $(MAKE) --no-print-directory fault-module ;; cluster | examples) $(MAKE) --no-print-directory python-client ;; esac || exit 1; \
 	echo "cargo test --profile $(TEST_PROFILE) --test $$suite -- $$filter $(TEST_ARGS)"; \
 	cargo test --profile $(TEST_PROFILE) --test "$$suite" -- $$filter $(TEST_ARGS)
@@ -190,7 +191,7 @@ test-docker: deps dist ## For each of DOCKER_SERVERS: a stand-in image (no regis
 test-fresh: ## make build and make run on a fresh Debian 12 container (root, Docker; 5-15 minutes): no test tool may be installed (scripts/fresh-machine.sh)
 	scripts/fresh-machine.sh
 
-# The partition harness (tests/partitions.rs; needs root: network namespaces,
+# The partition harness (tests/partitions/; needs root: network namespaces,
 # veth, iptables): a 3+3 cluster of namespaced hosts, one master cut off until
 # it is failed over, then healed; PARTITION_RUNS runs of each configuration
 # (async, min-replicas-to-write, WAIT) on each of PARTITION_SERVERS. The

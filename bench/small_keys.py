@@ -11,7 +11,7 @@ module replaces at its simplest (five `INCR` and an `EXPIRE key 600` a key, on t
 sorted-set server after a `FLUSHALL SYNC`). Reports `used_memory` grown per
 key and `MEMORY USAGE key SAMPLES 0` of one such key. docs/compact-log.md
 prints these figures; the suite asserts the compact key's MEMORY USAGE and
-that its used_memory stays below the sorted set's (tests/compact.rs).
+that its used_memory stays below the sorted set's (tests/compact/memory.rs).
 
 Usage: bench/small_keys.py [--servers redis-7.0,...] [--keys 100000] [--apart-ms 1000,20000] [--out FILE]
 """

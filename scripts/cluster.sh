@@ -16,7 +16,7 @@
 #   MODULE_ARGS   []                     e.g. "max-limit 1000"
 #   NODE_TIMEOUT  [5000]                 cluster-node-timeout in ms (failover speed)
 #   EXTRA_ARGS    []                     more server arguments for every node
-# The tests in tests/cluster.rs use this same script.
+# The tests in tests/cluster/ use this same script.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)

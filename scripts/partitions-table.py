@@ -2,7 +2,7 @@
 """Per-configuration tables from the partition runs (make test-partitions).
 
 Reads $CARGO_TARGET_DIR/partitions/<server>.runs.txt (./target unless set) (one line per run, written by
-tests/partitions.rs) for each server given (default: the four) and prints one
+tests/partitions/runs.rs) for each server given (default: the four) and prints one
 Markdown table per configuration, a row per server: what docs/operating.md ("Failover: what a decision is worth")
 shows.
 

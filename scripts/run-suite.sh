@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the integration suite: every test program of tests/ (each file is one
-# program, and each runs its tests on its own threads), JOBS programs at a
+# Runs the integration suite: every test program of tests/ (each file, or
+# each folder with a main.rs and the files it declares, is one program, and
+# each runs its tests on its own threads), JOBS programs at a
 # time, the longest first. A program's output is printed whole when it ends,
 # so programs never interleave; the run fails if any program fails, and the
 # summary names each one with its wall time.
@@ -8,10 +9,11 @@
 #   scripts/run-suite.sh PROFILE JOBS [PROGRAM ...] [-- TEST-ARGS ...]
 #
 # PROFILE: the cargo profile to build the programs with (make test: itest);
-# JOBS: how many programs run at once; PROGRAM: names of tests/ files
-# (default: all of them); TEST-ARGS go to every program (a filter,
-# --test-threads ...). make test and make test-docker run it; the
-# environment (CARGO_TARGET_DIR, SLIDEWIN_*) passes through.
+# JOBS: how many programs run at once; PROGRAM: names of tests/ programs
+# (tests/<name>.rs or tests/<name>/main.rs; default: all of them);
+# TEST-ARGS go to every program (a filter, --test-threads ...). make test
+# and make test-docker run it; the environment (CARGO_TARGET_DIR,
+# SLIDEWIN_*) passes through.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 profile=${1:?usage: scripts/run-suite.sh PROFILE JOBS [PROGRAM ...] [-- TEST-ARGS ...]}
@@ -27,8 +29,14 @@ test_args=("$@")
 # start first, so that the last to finish is a short one.
 longest_first="cluster bounds ids parity check compact multi surface top upgrade"
 
+# A program's source: tests/<name>.rs, or tests/<name>/main.rs (cargo's
+# two forms of a test target; tests/support/ has no main.rs: no program).
+source_of() { # name
+  if [ -f "tests/$1.rs" ]; then echo "tests/$1.rs"; elif [ -f "tests/$1/main.rs" ]; then echo "tests/$1/main.rs"; fi
+}
 if [ ${#names[@]} -eq 0 ]; then
   for f in tests/*.rs; do names+=("$(basename "$f" .rs)"); done
+  for f in tests/*/main.rs; do [ -f "$f" ] && names+=("$(basename "$(dirname "$f")")"); done
 fi
 ordered=()
 for n in $longest_first; do
@@ -42,7 +50,7 @@ done
 # each program's path.
 build_args=()
 for n in "${ordered[@]}"; do
-  [ -f "tests/$n.rs" ] || { echo "run-suite: no tests/$n.rs" >&2; exit 2; }
+  [ -n "$(source_of "$n")" ] || { echo "run-suite: no tests/$n.rs or tests/$n/main.rs" >&2; exit 2; }
   build_args+=(--test "$n")
 done
 cargo test --profile "$profile" "${build_args[@]}" --no-run || exit 1
@@ -63,7 +71,7 @@ trap 'rm -rf "$logs"' EXIT
 declare -A exe started
 while read -r name path; do exe[$name]=$path; done <<<"$paths"
 for n in "${ordered[@]}"; do
-  [ -n "${exe[$n]:-}" ] || { echo "run-suite: cargo built no program for tests/$n.rs" >&2; exit 1; }
+  [ -n "${exe[$n]:-}" ] || { echo "run-suite: cargo built no program for $(source_of "$n")" >&2; exit 1; }
 done
 
 failed=()
@@ -71,7 +79,7 @@ summary=()
 finish() { # name: print its output and record its result
   local n=$1 rc
   rc=$(cat "$logs/$n.rc")
-  echo "== tests/$n.rs: $([ "$rc" = 0 ] && echo ok || echo "FAILED (exit $rc)") in $(cat "$logs/$n.secs") s"
+  echo "== $(source_of "$n"): $([ "$rc" = 0 ] && echo ok || echo "FAILED (exit $rc)") in $(cat "$logs/$n.secs") s"
   cat "$logs/$n.out"
   summary+=("$(printf '%6s s  %-10s %s' "$(cat "$logs/$n.secs")" "$n" "$(grep -h '^test result' "$logs/$n.out" | tail -1)")")
   [ "$rc" = 0 ] || failed+=("$n")

@@ -30,26 +30,12 @@ fn id(i: u8) -> Vec<u8> {
     }
 }
 
-/// What a log holds but for its member ids: the entries by score, each
-/// charge's id, score and units, the expiry.
+/// What a log holds but for its member ids ([`CompactLog::contents`]: the
+/// entries by score, each charge's id, score and units), and the expiry.
 type Shape = (Vec<(i64, u64)>, Vec<(Vec<u8>, i64, u64)>, Option<i64>);
 
 fn shape(log: &CompactLog) -> Shape {
-    let mut scores: Vec<(i64, u64)> = Vec::new();
-    for r in log.runs() {
-        match scores.last_mut() {
-            Some(last) if last.0 == r.score => last.1 += r.count,
-            _ => scores.push((r.score, r.count)),
-        }
-    }
-    let charges = log
-        .charges()
-        .into_iter()
-        .map(|r| {
-            let units = r.spans.iter().map(|s| s.count).sum();
-            (r.request.to_vec(), r.score, units)
-        })
-        .collect();
+    let (scores, charges) = log.contents();
     (scores, charges, log.expire_at_ms())
 }
 

@@ -27,6 +27,11 @@ pub struct CompactLog {
     pub(super) repr: Repr,
 }
 
+/// [`CompactLog::contents`]: the entries by score as (score, count), the
+/// charges as (request id, score, units).
+#[cfg(any(test, feature = "fuzzing"))]
+pub type LogContents = (Vec<(i64, u64)>, Vec<(Vec<u8>, i64, u64)>);
+
 // The value's block: 24 bytes, the smallest block that holds a `limit 5`
 // key's encoding besides the pointer to it.
 const _: () = assert!(std::mem::size_of::<CompactLog>() == 24);
@@ -208,6 +213,30 @@ impl CompactLog {
     #[cfg(any(test, feature = "fuzzing"))]
     pub fn canonical_runs(&self) -> Vec<Run> {
         self.view().canonical_runs()
+    }
+
+    /// What the log holds but for its member ids: the entries by score (a
+    /// score's runs summed), and each charge's request id, score and units.
+    /// Two logs given the same commands, one held and one not, must agree
+    /// here, though not on the ids (the unit tests and the fuzz targets).
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub fn contents(&self) -> LogContents {
+        let mut scores: Vec<(i64, u64)> = Vec::new();
+        for r in self.runs() {
+            match scores.last_mut() {
+                Some(last) if last.0 == r.score => last.1 += r.count,
+                _ => scores.push((r.score, r.count)),
+            }
+        }
+        let charges = self
+            .charges()
+            .into_iter()
+            .map(|r| {
+                let units = r.spans.iter().map(|s| s.count).sum();
+                (r.request.to_vec(), r.score, units)
+            })
+            .collect();
+        (scores, charges)
     }
 
     /// Whether member `id` is in the log and scored above `cutoff_ms`.
