@@ -25,8 +25,8 @@
 //! The charge records are `codec.rs`'s `put_small_records`.
 
 use super::codec::{
-    next_run, put_run, put_varint, read_run, unzigzag, write_header_of, zigzag, DecodeError,
-    Reader, Sink, VERSION,
+    next_run, put_run, put_varint, read_run, unzigzag, varint_len, write_header_of, zigzag,
+    DecodeError, Reader, Sink, VERSION,
 };
 use super::run::Run;
 
@@ -80,9 +80,24 @@ pub(super) fn put_head(out: &mut impl Sink, h: &Head) {
         0
     };
     if let Some(at) = h.expire_at_ms {
-        // Wrapping both ways: any expiry comes back exactly.
-        put_varint(out, zigzag(at.wrapping_sub(base)));
+        put_expiry(out, at, base);
     }
+}
+
+/// Where the run count starts (after the tag): one byte while it is under
+/// 128.
+pub(super) const RUNS_AT: usize = 1;
+
+/// Writes the expiry's field, the head's last: relative to `base` (the
+/// first score, 0 when there is no run). Wrapping both ways: any expiry
+/// comes back exactly.
+pub(super) fn put_expiry(out: &mut impl Sink, at: i64, base: i64) {
+    put_varint(out, zigzag(at.wrapping_sub(base)));
+}
+
+/// The bytes [`put_expiry`] writes.
+pub(super) fn expiry_len(at: i64, base: i64) -> usize {
+    varint_len(zigzag(at.wrapping_sub(base))) as usize
 }
 
 /// Reads the head, checking every field (any other tag is refused).

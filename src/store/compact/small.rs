@@ -29,7 +29,10 @@
 use super::bounds::{MAX_CHARGES, MAX_CHARGE_SPANS, MAX_ENTRIES, MAX_REQUEST_ID, MAX_SCORE};
 use super::charge::{valid_request, SMALL_CHARGES};
 use super::codec::{put_varint, Reader, Sink};
-use super::form_codec::{is_form, put_form_run, put_head, read_form_run, read_head, Head, CHARGES};
+use super::form_codec::{
+    expiry_len, is_form, put_expiry, put_form_run, put_head, read_form_run, read_head, Head,
+    CHARGES, RUNS_AT,
+};
 use super::run::Run;
 
 /// Logs of at most this many runs are held as their encoding alone, one
@@ -565,6 +568,29 @@ fn rewrite_head(
     runs: u64,
     expire_at: Option<i64>,
 ) -> Option<()> {
+    // What a CHECK does, one field written: one more run (its count a
+    // byte before and after, the head's fields the same), or a new expiry
+    // where there was one (the head's last field).
+    let same_fields = (s.runs > 0) == (runs > 0);
+    if same_fields && s.runs < 0x80 && runs < 0x80 && expire_at == expiry(s) {
+        bytes.splice(RUNS_AT, 1, &[runs as u8])?;
+        s.runs = runs;
+        return Some(());
+    }
+    if let (true, true, Some(at)) = (runs == s.runs, s.expires, expire_at) {
+        let base = if runs > 0 { s.first_score } else { 0 };
+        let mut field = Stack::new();
+        put_expiry(&mut field, at, base);
+        let old_len = expiry_len(s.expire_at, base);
+        let rec_at = usize::try_from(s.rec_at).ok()?;
+        bytes.splice(rec_at.checked_sub(old_len)?, old_len, field.bytes())?;
+        return moved_by(
+            s,
+            field.bytes().len() as isize - old_len as isize,
+            runs,
+            expire_at,
+        );
+    }
     let mut head = Stack::new();
     put_head(
         &mut head,
@@ -578,7 +604,17 @@ fn rewrite_head(
     );
     let rec_at = usize::try_from(s.rec_at).ok()?;
     bytes.splice(0, rec_at, head.bytes())?;
-    let shift = head.bytes().len() as isize - rec_at as isize;
+    moved_by(
+        s,
+        head.bytes().len() as isize - rec_at as isize,
+        runs,
+        expire_at,
+    )
+}
+
+/// The summary of a form whose head now says `runs` and `expire_at` and
+/// ends `shift` bytes further on.
+fn moved_by(s: &mut Summary, shift: isize, runs: u64, expire_at: Option<i64>) -> Option<()> {
     let moved = |at: u32| -> Option<u32> {
         u32::try_from(usize::try_from(at).ok()?.checked_add_signed(shift)?).ok()
     };
