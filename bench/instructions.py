@@ -99,7 +99,7 @@ def zigzag(v):
 
 
 def compact_payload(scores):
-    """The compact log encoding (src/store/compact.rs) of one entry per score,
+    """The compact log encoding (src/store/compact/codec.rs) of one entry per score,
     members 1, 2, ... (scores ascending, gaps under 16384 ms)."""
     out = bytearray([1, 0]) + varint(len(scores)) + varint(zigzag(scores[0]))
     prev = scores[0]
