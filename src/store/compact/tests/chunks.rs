@@ -271,6 +271,9 @@ enum SmallOp {
     Trim(usize, i64),
     /// Add at the newest score plus `dt`, member the greatest plus `did`.
     Add(i64, i64),
+    /// Add at the greatest score a log holds (2^53), member the greatest
+    /// plus `did`.
+    AddTop(i64),
     Expire(i64),
     Newest,
     Count,
@@ -281,10 +284,17 @@ fn small_op() -> impl Strategy<Value = SmallOp> {
         2 => (any::<usize>(), prop_oneof![Just(0i64), Just(-1), Just(1), Just(i64::MIN / 2), Just(i64::MAX / 2)])
             .prop_map(|(p, d)| SmallOp::Trim(p, d)),
         5 => (prop_oneof![4 => Just(0i64), 4 => 1..200i64, 1 => 16_000..17_000i64,
-                          1 => 2_090_000..2_110_000i64, 1 => -50..0i64],
-              prop_oneof![6 => Just(1i64), 1 => 2..4i64, 1 => -3..1i64])
+                          1 => 2_090_000..2_110_000i64, 1 => -50..0i64,
+                          // Gaps past the 3-byte record, up to past the
+                          // greatest score (refused alike).
+                          1 => (1i64 << 21)..(1i64 << 45), 1 => Just(MAX_SCORE)],
+              prop_oneof![6 => Just(1i64), 1 => 2..4i64, 1 => -3..1i64,
+                          // Members far above, up to i64::MAX.
+                          1 => (1i64 << 40)..(1i64 << 62), 1 => Just(i64::MAX)])
             .prop_map(|(dt, did)| SmallOp::Add(dt, did)),
-        2 => prop_oneof![0..100i64, 1_796_000_000_000..1_796_000_100_000i64, Just(-1i64), Just(i64::MAX), Just(i64::MIN)]
+        1 => prop_oneof![Just(1i64), Just(i64::MAX)].prop_map(SmallOp::AddTop),
+        2 => prop_oneof![0..100i64, 1_796_000_000_000..1_796_000_100_000i64, Just(-1i64), Just(i64::MAX), Just(i64::MIN),
+                         any::<i64>()]
             .prop_map(SmallOp::Expire),
         1 => Just(SmallOp::Newest),
         1 => Just(SmallOp::Count),
@@ -301,10 +311,17 @@ proptest! {
     fn the_small_form_changes_in_place_as_the_chunks_do(
         runs in chunk_runs(),
         keep in 0..14usize,
-        expiry in proptest::option::of(0..1_796_000_000_000i64),
+        // Scores near the greatest a log holds, too.
+        lift in prop_oneof![3 => Just(0i64), 1 => Just(MAX_SCORE - (1i64 << 51))],
+        expiry in proptest::option::of(prop_oneof![3 => 0..1_796_000_000_000i64, 1 => any::<i64>(),
+                                                   1 => Just(i64::MIN), 1 => Just(i64::MAX)]),
         ops in proptest::collection::vec(small_op(), 1..14),
     ) {
-        let runs: Vec<Run> = runs.into_iter().take(keep).collect();
+        let runs: Vec<Run> = runs
+            .into_iter()
+            .take(keep)
+            .map(|r| Run { score: r.score.saturating_add(lift).min(MAX_SCORE), ..r })
+            .collect();
         let start = CompactLog {
             repr: Repr::Small(SmallForm::from_slice(&{
                 let mut own = Vec::new();
@@ -321,6 +338,7 @@ proptest! {
         let mut changed = false;
         for op in ops {
             let now = slow.runs();
+            let op_shown = op.clone();
             match op {
                 SmallOp::Trim(pick, delta) => {
                     let base = if now.is_empty() { 0 } else { now[pick % now.len()].score };
@@ -337,6 +355,13 @@ proptest! {
                     prop_assert_eq!(a, b);
                     changed |= a;
                 }
+                SmallOp::AddTop(did) => {
+                    let greatest = now.iter().map(|r| r.last()).max().unwrap_or(0);
+                    let id = greatest.saturating_add(did);
+                    let (a, b) = (hf.on(&mut fast).add(MAX_SCORE, id).unwrap(), hs.on(&mut slow).add(MAX_SCORE, id).unwrap());
+                    prop_assert_eq!(a, b);
+                    changed |= a;
+                }
                 SmallOp::Expire(at) => {
                     hf.on(&mut fast).expire_at(at).unwrap();
                     hs.on(&mut slow).expire_at(at).unwrap();
@@ -346,6 +371,14 @@ proptest! {
                 SmallOp::Count => prop_assert_eq!(hf.on(&mut fast).count().unwrap(), hs.on(&mut slow).count().unwrap()),
             }
             prop_assert_eq!(hf.count(&fast), hs.count(&slow));
+            // Held in place: after each change, the very bytes the chunks
+            // write for the runs (the summary agreeing with them).
+            if let (Some(s), Repr::Small(f)) = (hf.small, &fast.repr) {
+                let mut written = Vec::new();
+                fast.view().encode_small_into(&mut written);
+                prop_assert_eq!(f.bytes(), written.as_slice(), "after {:?}", op_shown);
+                prop_assert_eq!(Some(s), scan(f.bytes()), "summary after {:?}", op_shown);
+            }
         }
         let in_place = hf.small.is_some();
         hf.settle(&mut fast);

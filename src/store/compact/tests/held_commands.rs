@@ -28,10 +28,20 @@ enum Cmd {
     UndoMember(i64),
     /// The clock steps (back when negative).
     Clock(i64),
+    /// SLIDEWIN.APPLY ADD at the clock plus `dt`, from member `first`,
+    /// `count` entries (a client's effect: members up to i64::MAX).
+    Apply(i64, i64, u64),
+    /// SLIDEWIN.APPLY PXAT (any expiry a client may give).
+    Pxat(i64),
+    /// A save and a load (RESTORE, RDB): the encoding decoded.
+    Reload,
 }
 
 fn cmd() -> impl Strategy<Value = Cmd> {
-    let dt = prop_oneof![3 => Just(0i64), 2 => 1..4i64, 1 => 100..3_000i64];
+    // Also gaps of the small form's 3-byte record (16.4 s to 35 min) and
+    // past it.
+    let dt = prop_oneof![3 => Just(0i64), 2 => 1..4i64, 1 => 100..3_000i64,
+                         1 => 16_000..40_000i64, 1 => 2_000_000..2_200_000i64];
     prop_oneof![
         6 => (0..14u8, prop_oneof![4 => Just(1u64), 1 => 0..6u64], dt.clone())
             .prop_map(|(r, c, dt)| Cmd::CheckId(r, c, dt)),
@@ -40,6 +50,17 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         1 => (0..14u8).prop_map(Cmd::UndoId),
         1 => (0..6i64).prop_map(Cmd::UndoMember),
         1 => prop_oneof![-2_000..0i64, 0..5_000i64].prop_map(Cmd::Clock),
+        1 => (
+            prop_oneof![-3_000..3_000i64, 16_000..40_000i64],
+            // (Not above the wide ids: see
+            // `a_trimmed_member_above_the_wide_ids_is_no_free_member`.)
+            prop_oneof![0..64i64, 0..(1i64 << 40)],
+            prop_oneof![4 => 1..4u64, 1 => Just(1u64 << 39)],
+        )
+            .prop_map(|(dt, f, c)| Cmd::Apply(dt, f, c)),
+        1 => prop_oneof![0..5i64, 1_796_000_000_000..1_796_000_100_000i64, Just(i64::MAX)]
+            .prop_map(Cmd::Pxat),
+        1 => Just(Cmd::Reload),
     ]
 }
 
@@ -92,7 +113,9 @@ where
             window::settle(log, &id(*r), *units, now, expires, bounds)
         ),
         Cmd::UndoId(r) => format!("{:?}", window::undo_request(log, &id(*r), now, expires)),
-        Cmd::UndoMember(_) | Cmd::Clock(_) => String::new(),
+        Cmd::UndoMember(_) | Cmd::Clock(_) | Cmd::Apply(..) | Cmd::Pxat(_) | Cmd::Reload => {
+            String::new()
+        }
     }
 }
 
@@ -114,6 +137,31 @@ proptest! {
                 Cmd::CheckId(_, _, dt) | Cmd::Check(_, dt) => now += dt,
                 Cmd::Clock(dt) => {
                     now += dt;
+                    continue;
+                }
+                Cmd::Apply(dt, first, count) => {
+                    // On the log alone: its twin is a copy made below.
+                    let (score, first, count) =
+                        ((now + dt).to_string(), first.to_string(), count.to_string());
+                    let args: Vec<&[u8]> =
+                        vec![b"ADD", score.as_bytes(), first.as_bytes(), count.as_bytes()];
+                    // (Refused when the members pass i64::MAX.)
+                    if let Ok(effect) = crate::store::compact::effect::Effect::parse(&args) {
+                        let _ = effect.apply(&mut log);
+                    }
+                    log.check().map_err(TestCaseError::fail)?;
+                    continue;
+                }
+                Cmd::Pxat(at) => {
+                    let at = at.to_string();
+                    let args: Vec<&[u8]> = vec![b"PXAT", at.as_bytes()];
+                    let effect = crate::store::compact::effect::Effect::parse(&args).unwrap();
+                    let _ = effect.apply(&mut log);
+                    continue;
+                }
+                Cmd::Reload => {
+                    log = CompactLog::decode(&log.encode())
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
                     continue;
                 }
                 _ => {}
@@ -202,4 +250,43 @@ fn a_check_without_id_keeps_the_byte_cap() {
         }
     }
     assert_eq!(log.charges().len(), 3);
+}
+
+/// Found by the property above with members up to i64::MAX, and older than
+/// the small form (3e36456 fails it alike): an effect adds member i64::MAX
+/// in the window; a CHECK ID whose trim takes it out, on a log held as
+/// chunks (it holds a charge), finds no free member (the chunks keep the
+/// trimmed member as their greatest, above every wide id), where the same
+/// CHECK on the log not held is allowed. No crash, no panic.
+#[test]
+#[ignore = "pre-existing held/unheld divergence, reported, not fixed here"]
+fn a_trimmed_member_above_the_wide_ids_is_no_free_member() {
+    let rule = Rule::new(7, 50);
+    let mut log = CompactLog::new();
+    let mut hold = Hold::default();
+    let now = 1_796_000_000_000i64;
+    let apply = |log: &mut CompactLog, score: i64, first: i64| {
+        let (score, first) = (score.to_string(), first.to_string());
+        let args: Vec<&[u8]> = vec![b"ADD", score.as_bytes(), first.as_bytes(), b"1"];
+        crate::store::compact::effect::Effect::parse(&args)
+            .unwrap()
+            .apply(log)
+            .unwrap();
+    };
+    apply(&mut log, now + 16_000, 0);
+    let c = Cmd::CheckId(0, 1, 0);
+    let mut h = hold.on(&mut log);
+    h.expand();
+    run(&mut h, &c, now, &rule, None);
+    hold.settle(&mut log);
+    apply(&mut log, now, i64::MAX);
+    let mut twin = log.clone();
+    let expires = log.expire_at_ms();
+    let c = Cmd::CheckId(0, 1, 100);
+    let mut h = hold.on(&mut log);
+    h.expand();
+    let held = run(&mut h, &c, now + 100, &rule, expires);
+    hold.settle(&mut log);
+    let unheld = run(&mut twin, &c, now + 100, &rule, expires);
+    assert_eq!(held, unheld);
 }
