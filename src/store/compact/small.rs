@@ -499,8 +499,9 @@ pub(super) fn add(
         put_form_run(&mut rec, &mut sc, &mut ex, joined);
         let last_at = usize::try_from(s.last_at).ok()?;
         let old_len = runs_end(s)?.checked_sub(last_at)?;
+        let end = u32::try_from(last_at.checked_add(rec.bytes().len())?).ok()?;
         bytes.splice(last_at, old_len, rec.bytes())?;
-        s.end = u32::try_from(last_at.checked_add(rec.bytes().len())?).ok()?;
+        s.end = end;
         s.last = joined;
     } else {
         if s.runs >= SMALL_RUNS as u64 {
@@ -512,12 +513,16 @@ pub(super) fn add(
         put_form_run(&mut rec, &mut sc, &mut ex, run);
         // The record at the end, then the head with one more run.
         let end = runs_end(s)?;
+        let (last_at, new_end) = (
+            u32::try_from(end).ok()?,
+            u32::try_from(end.checked_add(rec.bytes().len())?).ok()?,
+        );
         bytes.splice(end, 0, rec.bytes())?;
         let was = *s;
-        s.end = u32::try_from(end.checked_add(rec.bytes().len())?).ok()?;
+        s.end = new_end;
         s.shares_top = s.last.score == now_ms;
         s.before_last = before;
-        s.last_at = u32::try_from(end).ok()?;
+        s.last_at = last_at;
         s.last = run;
         if rewrite_head(bytes, s, s.runs + 1, expiry(s)).is_none() {
             // Not reached (the head is inside the bytes): undone all the same.
