@@ -160,6 +160,24 @@ pub(super) fn put_run(out: &mut impl Sink, score: &mut i64, expected: &mut i64, 
     *expected = r.last().saturating_add(1);
 }
 
+/// Writes runs after a header as the encoding holds them: the first run's
+/// score, then each run's record (the first after member 1). The one
+/// writer of the runs of version 1 and 2.
+#[derive(Default)]
+pub(super) struct RunWriter {
+    state: Option<(i64, i64)>,
+}
+
+impl RunWriter {
+    pub(super) fn put(&mut self, out: &mut impl Sink, r: Run) {
+        let (score, expected) = self.state.get_or_insert_with(|| {
+            put_varint(out, zigzag(r.score));
+            (r.score, 1)
+        });
+        put_run(out, score, expected, r);
+    }
+}
+
 /// Reads one run's record after the state (`score`, `expected`), checking
 /// every value, and moves the state past it.
 pub(super) fn read_run(

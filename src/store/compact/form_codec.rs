@@ -26,7 +26,7 @@
 
 use super::codec::{
     next_run, put_run, put_varint, read_run, unzigzag, varint_len, write_header_of, zigzag,
-    DecodeError, Reader, Sink, VERSION,
+    DecodeError, Reader, RunWriter, Sink, VERSION,
 };
 use super::run::Run;
 
@@ -171,15 +171,11 @@ pub(super) fn stored(bytes: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError>
         return Err(DecodeError::Invalid);
     }
     write_header_of(out, VERSION, h.expire_at_ms, h.runs);
-    if h.runs > 0 {
-        put_varint(out, zigzag(h.first_score));
-        let (mut score, mut expected) = (h.first_score, h.first_member);
-        let (mut w_score, mut w_expected) = (h.first_score, 1i64);
-        // Each record takes a byte at least: the loop ends with the bytes.
-        for _ in 0..h.runs {
-            let run = read_form_run(&mut r, &mut score, &mut expected)?;
-            put_run(out, &mut w_score, &mut w_expected, run);
-        }
+    let (mut score, mut expected) = (h.first_score, h.first_member);
+    let mut runs = RunWriter::default();
+    // Each record takes a byte at least: the loop ends with the bytes.
+    for _ in 0..h.runs {
+        runs.put(out, read_form_run(&mut r, &mut score, &mut expected)?);
     }
     if r.at != bytes.len() {
         return Err(DecodeError::Trailing);

@@ -255,14 +255,8 @@ impl Chunked {
             Some(_) => VERSION_CHARGES,
         };
         write_header_of(out, version, self.expire_at_ms, self.runs);
-        let mut state: Option<(i64, i64)> = None;
-        self.for_each_run(|r| {
-            let (score, expected) = state.get_or_insert_with(|| {
-                put_varint(out, zigzag(r.score));
-                (r.score, 1i64)
-            });
-            put_run(out, score, expected, r);
-        });
+        let mut runs = RunWriter::default();
+        self.for_each_run(|r| runs.put(out, r));
         if let Some(records) = records {
             put_records(out, records.len(), records.iter());
         }
@@ -304,21 +298,16 @@ impl Chunked {
     /// which bytes from outside never are.
     fn decode_with(bytes: &[u8], mut b: Builder, own: bool) -> Result<Chunked, DecodeError> {
         let mut r = Reader { bytes, at: 0 };
-        let (header, small_charges) = if own {
+        // The expiry, and where the charge records are: a version 2
+        // payload's, or a small form's (to the end).
+        let (expire_at_ms, stored_charges, small_charges) = if own {
             let head = read_head(&mut r)?;
             check_run_count(head.runs, bytes.len().saturating_sub(r.at))?;
             let (mut score, mut expected) = (head.first_score, head.first_member);
             for _ in 0..head.runs {
                 b.push(read_form_run(&mut r, &mut score, &mut expected)?)?;
             }
-            let header = Header {
-                // Charge records, if any, in the small form's way (below).
-                version: VERSION,
-                expire_at_ms: head.expire_at_ms,
-                runs: head.runs,
-                runs_at: 0,
-            };
-            (header, head.charges)
+            (head.expire_at_ms, false, head.charges)
         } else {
             let header = read_header(&mut r)?;
             let n = header.runs;
@@ -331,11 +320,15 @@ impl Chunked {
                     b.push(run)?;
                 }
             }
-            (header, false)
+            (
+                header.expire_at_ms,
+                header.version == VERSION_CHARGES,
+                false,
+            )
         };
         // A version 2 payload: the charge records, each checked as it is
         // read (bounds, order), then all against the log in one pass.
-        let records = if header.version == VERSION_CHARGES {
+        let records = if stored_charges {
             let n = read_record_count(&mut r)?;
             let mut records = RecordsBuilder::default();
             for _ in 0..n {
@@ -354,7 +347,7 @@ impl Chunked {
         if r.at != bytes.len() {
             return Err(DecodeError::Trailing);
         }
-        let mut log = b.finish(header.expire_at_ms)?;
+        let mut log = b.finish(expire_at_ms)?;
         if let Some(at) = small_at {
             // Every unit an entry at its record's score, checked as read.
             let records = read_small_records(
